@@ -1,0 +1,161 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The kinds of alert.
+const (
+	AlertExecutionError = "execution_error"      // a linked error: the outcome is unknown
+	AlertUnlinkedError  = "unlinked_error"       // an error that links to no event
+	AlertUnknown        = "unknown_outcome"      // a workflow reported it cannot tell
+	AlertStale          = "stale"                // processing too long without an outcome
+	AlertFingerprint    = "fingerprint_mismatch" // one key, two different payloads
+	AlertNews           = "news"                 // later news in an alerted event's thread
+)
+
+// Alert is what an outbox row asks to tell people. notify renders it when
+// it sends, so links follow the configuration of the sending instance.
+type Alert struct {
+	Kind         string    `json:"kind"`
+	Source       string    `json:"source,omitempty"`
+	EventID      string    `json:"event_id,omitempty"`
+	Item         string    `json:"item,omitempty"`
+	Status       Status    `json:"status,omitempty"`
+	Since        time.Time `json:"since,omitzero"` // when the entry entered its status
+	Deliveries   int       `json:"deliveries,omitempty"`
+	CRMRef       string    `json:"crm_ref,omitempty"`
+	WorkflowID   string    `json:"workflow_id,omitempty"`
+	WorkflowName string    `json:"workflow_name,omitempty"`
+	Node         string    `json:"node,omitempty"`
+	ExecutionID  string    `json:"execution_id,omitempty"`
+	RetryOf      string    `json:"retry_of,omitempty"`
+	N8NURL       string    `json:"n8n_url,omitempty"` // the payload's execution.url, a fallback link
+	ErrorID      int64     `json:"error_id,omitempty"`
+	ErrorKind    string    `json:"error_kind,omitempty"`
+	Message      string    `json:"message,omitempty"`
+	// What a follow-up reports: the history line's kind, decision,
+	// delivery and who acted.
+	News     string    `json:"news,omitempty"`
+	Decision string    `json:"decision,omitempty"`
+	Delivery string    `json:"delivery,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// HasEvent reports whether the alert is about an event (not an unlinked
+// error).
+func (a Alert) HasEvent() bool { return a.Source != "" }
+
+// The roles of an outbox row in its thread.
+const (
+	RowAlert    = "alert"    // the first message of a thread
+	RowFollowup = "followup" // a reply in the thread
+	RowRefresh  = "refresh"  // update the first message to the current state
+)
+
+// EventThread names the thread of an event's messages.
+func EventThread(source, eventID string) string { return "event:" + source + "/" + eventID }
+
+// ErrorThread names the thread of an error that links to no event.
+func ErrorThread(id int64) string { return "error:" + strconv.FormatInt(id, 10) }
+
+// alertEvent writes an alert about an event from the history line that
+// caused it, in the caller's transaction: the first alert opens the event's
+// thread, later ones reply in it and refresh its first message.
+func (s *Store) alertEvent(ctx context.Context, tx *sqlx.Tx, kind string, h HistoryLine, now time.Time) error {
+	a, err := s.eventAlert(ctx, tx, kind, h, now)
+	if err != nil {
+		return err
+	}
+	thread := EventThread(h.Source, h.EventID)
+	open, err := s.threadOpen(ctx, tx, thread)
+	switch {
+	case err != nil:
+		return err
+	case open:
+		return s.reply(ctx, tx, thread, a, now)
+	}
+	return s.enqueue(ctx, tx, thread, RowAlert, a, now, now)
+}
+
+// followUp tells an alerted event's thread what the history line says; an
+// event nobody was alerted about gets no message. It reports whether it
+// wrote one.
+func (s *Store) followUp(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now time.Time) (bool, error) {
+	thread := EventThread(h.Source, h.EventID)
+	open, err := s.threadOpen(ctx, tx, thread)
+	if err != nil || !open {
+		return false, err
+	}
+	a, err := s.eventAlert(ctx, tx, AlertNews, h, now)
+	if err != nil {
+		return false, err
+	}
+	return true, s.reply(ctx, tx, thread, a, now)
+}
+
+// eventAlert builds an alert from a history line and the event's state.
+func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h HistoryLine, now time.Time) (Alert, error) {
+	var ev struct {
+		Status     Status    `db:"status"`
+		UpdatedAt  time.Time `db:"updated_at"`
+		Deliveries int       `db:"deliveries"`
+		CRMRef     string    `db:"crm_ref"`
+	}
+	if err := s.get(ctx, tx, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
+		FROM webhook_events WHERE source = ? AND event_id = ?`, h.Source, h.EventID); err != nil {
+		return Alert{}, err
+	}
+	a := Alert{
+		Kind: kind, Source: h.Source, EventID: h.EventID, Item: h.Item, Status: ev.Status, Since: ev.UpdatedAt,
+		Deliveries: ev.Deliveries, CRMRef: ev.CRMRef, WorkflowID: h.WorkflowID, WorkflowName: h.WorkflowName,
+		Node: h.Node, ExecutionID: h.ExecutionID, RetryOf: h.RetryOf, Message: h.Message,
+		News: h.Kind, Decision: h.Decision, Delivery: h.Delivery, Actor: h.Actor, At: now,
+	}
+	if h.ErrorID != nil {
+		a.ErrorID = *h.ErrorID
+	}
+	return a, nil
+}
+
+func (s *Store) reply(ctx context.Context, tx *sqlx.Tx, thread string, a Alert, now time.Time) error {
+	if err := s.enqueue(ctx, tx, thread, RowFollowup, a, now, now); err != nil {
+		return err
+	}
+	return s.enqueue(ctx, tx, thread, RowRefresh, Alert{Kind: a.Kind, Source: a.Source, EventID: a.EventID,
+		ErrorID: a.ErrorID, At: now}, now, now)
+}
+
+func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (bool, error) {
+	var open bool
+	err := s.get(ctx, tx, &open, "read thread",
+		`SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ? AND kind = 'alert')`, thread)
+	return open, err
+}
+
+const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state)
+	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, 'pending')`
+
+// enqueue writes one outbox row in the caller's transaction; it is sent at
+// due or later.
+func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a Alert, now, due time.Time) error {
+	payload, err := json.Marshal(a)
+	if err != nil {
+		return &Error{Code: CodeInternal, Message: "encode alert", Err: err}
+	}
+	var errorID *int64
+	if a.ErrorID != 0 {
+		errorID = &a.ErrorID
+	}
+	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
+		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
+		"event_id": a.EventID, "error_id": errorID, "payload": string(payload),
+	})
+	return err
+}

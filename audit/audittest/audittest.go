@@ -1,0 +1,152 @@
+// Package audittest opens fresh, migrated stores for tests: a SQLite file in
+// the test's temporary directory, and a PostgreSQL schema of its own that is
+// dropped when the test ends.
+//
+// PostgreSQL is found through RETRYAUDIT_TEST_POSTGRES_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). When it does
+// not answer, its tests are skipped, unless RETRYAUDIT_TEST_REQUIRE_POSTGRES=1,
+// which CI sets: then they fail.
+package audittest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/lib/pq" // the PostgreSQL driver
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// DefaultPostgresURL is where tests look for PostgreSQL when
+// RETRYAUDIT_TEST_POSTGRES_URL is unset.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Dialects are the databases every store test runs on.
+var Dialects = []string{"sqlite", "postgres"}
+
+// Each runs fn once per dialect, as a subtest named after it.
+func Each(t *testing.T, fn func(t *testing.T, dialect string)) {
+	t.Helper()
+	for _, d := range Dialects {
+		t.Run(d, func(t *testing.T) { fn(t, d) })
+	}
+}
+
+// URL returns the URL of an empty database of the dialect, private to the
+// test: a SQLite file, or a PostgreSQL schema (through search_path).
+func URL(t *testing.T, dialect string) string {
+	t.Helper()
+	if dialect == "sqlite" {
+		return "sqlite:" + filepath.Join(t.TempDir(), "retryaudit.db")
+	}
+	admin := postgres(t)
+	schema := "ra_test_" + randomHex(6)
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(PostgresURL())
+	if err != nil {
+		t.Fatalf("RETRYAUDIT_TEST_POSTGRES_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Open returns a migrated store on a fresh database of the dialect, closed
+// when the test ends. opts.URL is set by Open.
+func Open(t *testing.T, dialect string, opts audit.Options) *audit.Store {
+	t.Helper()
+	opts.URL = URL(t, dialect)
+	return OpenURL(t, opts)
+}
+
+// OpenURL opens and migrates the store opts names, closed when the test ends.
+func OpenURL(t *testing.T, opts audit.Options) *audit.Store {
+	t.Helper()
+	ctx := context.Background()
+	if opts.DataDir == "" {
+		opts.DataDir = t.TempDir()
+	}
+	s, err := audit.Open(ctx, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+// PostgresURL returns the URL tests use to reach PostgreSQL.
+func PostgresURL() string {
+	if u := os.Getenv("RETRYAUDIT_TEST_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return DefaultPostgresURL
+}
+
+// postgres connects to PostgreSQL as its administrator, or skips (or, when
+// required, fails) the test.
+func postgres(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("postgres", PostgresURL())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+	}
+	if err != nil {
+		if os.Getenv("RETRYAUDIT_TEST_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("PostgreSQL is required (RETRYAUDIT_TEST_REQUIRE_POSTGRES=1) but does not answer at %s: %v",
+				PostgresURL(), err)
+		}
+		t.Skipf("PostgreSQL does not answer at %s (set RETRYAUDIT_TEST_POSTGRES_URL): %v", PostgresURL(), err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Clock is a settable clock for stores under test.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock that starts at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

@@ -1,0 +1,362 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// ClaimRequest is what a workflow presents before its external action.
+type ClaimRequest struct {
+	Source       string
+	EventID      string
+	ExecutionID  string
+	WorkflowID   string
+	WorkflowName string
+	Node         string
+	RetryOf      string
+	Items        []string
+	Fingerprint  string
+}
+
+// Validate checks every field and names each bad one.
+func (r ClaimRequest) Validate() error {
+	f := FieldErrors{}
+	f.source("source", r.Source)
+	f.text("event_id", r.EventID, true, MaxEventIDLen)
+	f.text("execution_id", r.ExecutionID, true, MaxIDLen)
+	f.text("workflow_id", r.WorkflowID, false, MaxIDLen)
+	f.text("workflow_name", r.WorkflowName, false, MaxNameLen)
+	f.text("node", r.Node, false, MaxNameLen)
+	f.text("retry_of", r.RetryOf, false, MaxIDLen)
+	if r.RetryOf != "" && r.RetryOf == r.ExecutionID {
+		f.Add("retry_of", "must name another execution than execution_id")
+	}
+	f.text("fingerprint", r.Fingerprint, false, MaxNameLen)
+	if len(r.Items) > MaxItems {
+		f.Add("items", fmt.Sprintf("must hold at most %d items", MaxItems))
+	}
+	for i, item := range r.Items {
+		f.text(fmt.Sprintf("items[%d]", i), item, true, MaxItemLen)
+	}
+	return f.Err()
+}
+
+// ClaimResult is the answer to a claim. For a multi-item claim, Decision is
+// the most actionable of the items' decisions and Process is true if any
+// item's is.
+type ClaimResult struct {
+	Process             bool
+	Decision            Decision
+	Status              Status
+	Delivery            Delivery
+	Deliveries          int
+	HolderExecutionID   string
+	IdempotencyKey      string
+	FingerprintMismatch bool
+	Items               []ItemClaim
+	// LineageNote says how the service learned (or failed to learn) that
+	// the execution is a retry, when it asked n8n.
+	LineageNote string
+}
+
+// ItemClaim is the answer for one item of a multi-item claim.
+type ItemClaim struct {
+	Item              string
+	Process           bool
+	Decision          Decision
+	Status            Status
+	HolderExecutionID string
+	IdempotencyKey    string
+}
+
+// Claim registers an execution's wish to act on an event and decides, in one
+// transaction, whether it may. Each entry is captured by one atomic statement
+// (an insert guarded by the unique key, or a conditional update from failed,
+// or from processing when the caller already holds it); nothing is read
+// first and then written.
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
+	if err := req.Validate(); err != nil {
+		return ClaimResult{}, err
+	}
+	req.Items = uniqueSorted(req.Items)
+	lin := s.learnLineage(ctx, req)
+	if lin.retryOf != "" {
+		req.RetryOf = lin.retryOf
+	}
+	var res ClaimResult
+	var alerted bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		c := &claimer{s: s, tx: tx, req: req, now: s.now(), lin: lin}
+		var err error
+		res, err = c.run(ctx)
+		alerted = c.alerted
+		return err
+	})
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	s.metrics.claimed(res)
+	if alerted {
+		s.nudge()
+	}
+	return res, nil
+}
+
+// claimer carries one claim's transaction through its steps.
+type claimer struct {
+	s       *Store
+	tx      *sqlx.Tx
+	req     ClaimRequest
+	now     time.Time
+	lin     lineage
+	chain   []string // the execution, then the executions it retries, nearest first
+	created bool     // the event's row was inserted by this claim
+	alerted bool
+}
+
+func (c *claimer) run(ctx context.Context) (ClaimResult, error) {
+	// Ancestors that n8n told us about, farthest first, so that each
+	// finds its parent recorded.
+	for i := len(c.lin.hops) - 1; i >= 0; i-- {
+		h := c.lin.hops[i]
+		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf}
+		if _, err := c.s.recordExecution(ctx, c.tx, rec, c.now); err != nil {
+			return ClaimResult{}, err
+		}
+	}
+	var err error
+	c.chain, err = c.s.recordExecution(ctx, c.tx, executionRecord{
+		ID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
+		RetryOf: c.req.RetryOf, Mode: c.lin.mode, Note: c.lin.note,
+	}, c.now)
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	res := ClaimResult{
+		IdempotencyKey: IdempotencyKey(c.req.Source, c.req.EventID, ""),
+		LineageNote:    c.lin.note,
+	}
+	if len(c.req.Items) == 0 {
+		err = c.claimEvent(ctx, &res)
+	} else {
+		err = c.claimItems(ctx, &res)
+	}
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	res.Process = res.Decision.Process()
+	if err := c.present(ctx, &res); err != nil {
+		return ClaimResult{}, err
+	}
+	if err := c.record(ctx, res); err != nil {
+		return ClaimResult{}, err
+	}
+	return res, nil
+}
+
+func (c *claimer) args(item string) entryArgs {
+	return entryArgs{Source: c.req.Source, EventID: c.req.EventID, Item: item,
+		Holder: c.req.ExecutionID, Now: c.s.d.t(c.now), Chain: c.chain}
+}
+
+func (c *claimer) claimEvent(ctx context.Context, res *ClaimResult) error {
+	e, err := c.s.claimEntry(ctx, c.tx, eventEntry, c.args(""))
+	if err != nil {
+		return err
+	}
+	if e.ItemCount > 0 {
+		return &Error{Code: CodeConflict, Status: e.Status, Message: fmt.Sprintf(
+			"event %s/%s was claimed with items: claim it with its items", c.req.Source, c.req.EventID)}
+	}
+	c.created = e.decision == DecisionClaimed
+	res.Decision, res.Status, res.HolderExecutionID = e.decision, e.Status, e.Holder
+	return nil
+}
+
+func (c *claimer) claimItems(ctx context.Context, res *ClaimResult) error {
+	a := c.args("")
+	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", insertItemEvent, a)
+	if err != nil {
+		return err
+	}
+	if !created {
+		var itemCount int
+		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", lockItemEvent, a); err != nil {
+			return err
+		}
+		if itemCount == 0 {
+			return errorf(CodeConflict, "event %s/%s was claimed without items: claim it without items",
+				c.req.Source, c.req.EventID)
+		}
+	}
+	res.Decision = DecisionDuplicate
+	for _, item := range c.req.Items {
+		e, err := c.s.claimEntry(ctx, c.tx, itemEntry, c.args(item))
+		if err != nil {
+			return err
+		}
+		res.Items = append(res.Items, ItemClaim{
+			Item: item, Process: e.decision.Process(), Decision: e.decision, Status: e.Status,
+			HolderExecutionID: e.Holder, IdempotencyKey: IdempotencyKey(c.req.Source, c.req.EventID, item),
+		})
+		if e.decision.rank() > res.Decision.rank() {
+			res.Decision = e.decision
+		}
+	}
+	holder := ""
+	if res.Decision.Process() {
+		holder = c.req.ExecutionID
+	}
+	status, holder, err := c.s.rollUp(ctx, c.tx, c.req.Source, c.req.EventID, holder, c.now)
+	if err != nil {
+		return err
+	}
+	res.Status, res.HolderExecutionID = status, holder
+	return nil
+}
+
+// present records that the execution presented the key and works out the
+// kind of delivery: an execution that presented it before is the same
+// execution, whatever it says now.
+func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
+	res.Delivery = DeliveryRedelivery
+	switch {
+	case c.created:
+		res.Delivery = DeliveryFirst
+	case len(c.chain) > 1:
+		res.Delivery = DeliveryManualRetry
+	}
+	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
+		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint}
+	var id string
+	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", presentExecution, a)
+	if err != nil {
+		return err
+	}
+	if !isNew {
+		res.Delivery = DeliverySameExecution
+	} else {
+		a.New = 1
+	}
+	var counted struct {
+		Deliveries  int    `db:"deliveries"`
+		Fingerprint string `db:"fingerprint"`
+	}
+	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", countDelivery, a); err != nil {
+		return err
+	}
+	res.Deliveries = counted.Deliveries
+	res.FingerprintMismatch = c.req.Fingerprint != "" && counted.Fingerprint != c.req.Fingerprint
+	return nil
+}
+
+// record writes the claim's history line and what follows from it.
+func (c *claimer) record(ctx context.Context, res ClaimResult) error {
+	h := HistoryLine{
+		Source: c.req.Source, EventID: c.req.EventID, Kind: KindClaim,
+		ExecutionID: c.req.ExecutionID, RetryOf: c.req.RetryOf, WorkflowID: c.req.WorkflowID,
+		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
+		Decision: string(res.Decision), Delivery: string(res.Delivery), Status: string(res.Status),
+		Message: claimMessage(res, c.chain),
+	}
+	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
+		return err
+	}
+	if res.FingerprintMismatch {
+		if err := c.fingerprintMismatch(ctx, res); err != nil {
+			return err
+		}
+	}
+	linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
+	if err != nil {
+		return err
+	}
+	c.alerted = c.alerted || linked
+	if res.Delivery == DeliveryRedelivery || res.Delivery == DeliveryManualRetry {
+		sent, err := c.s.followUp(ctx, c.tx, h, c.now)
+		if err != nil {
+			return err
+		}
+		c.alerted = c.alerted || sent
+	}
+	return nil
+}
+
+func (c *claimer) fingerprintMismatch(ctx context.Context, res ClaimResult) error {
+	h := HistoryLine{
+		Source: c.req.Source, EventID: c.req.EventID, Kind: KindFingerprint,
+		ExecutionID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
+		Decision: string(res.Decision), Status: string(res.Status),
+		Message: "this delivery's fingerprint " + c.req.Fingerprint +
+			" differs from the first one: the same key may name two different events",
+	}
+	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
+		return err
+	}
+	c.alerted = true
+	return c.s.alertEvent(ctx, c.tx, AlertFingerprint, h, c.now)
+}
+
+func claimMessage(res ClaimResult, chain []string) string {
+	var b strings.Builder
+	switch {
+	case res.Delivery == DeliveryManualRetry && res.Decision == DecisionHeld:
+		fmt.Fprintf(&b, "retry of %s: takes over the claim", strings.Join(chain[1:], " ← "))
+	case res.Delivery == DeliveryManualRetry:
+		fmt.Fprintf(&b, "retry of %s", strings.Join(chain[1:], " ← "))
+	}
+	for _, it := range res.Items {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", it.Item, it.Decision)
+	}
+	if res.LineageNote != "" {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(res.LineageNote)
+	}
+	return b.String()
+}
+
+// presentArgs name the parameters of the delivery statements.
+type presentArgs struct {
+	Source      string `db:"source"`
+	EventID     string `db:"event_id"`
+	ExecutionID string `db:"execution_id"`
+	Delivery    string `db:"delivery"`
+	Now         any    `db:"now"`
+	Fingerprint string `db:"fingerprint"`
+	New         int    `db:"new"`
+}
+
+const (
+	// presentExecution returns a row when the execution presents the key
+	// for the first time (an execution known only from an error or an
+	// outcome report presents it now).
+	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, first_seen_at)
+		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :now)
+		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery
+		WHERE event_executions.role <> 'claim'
+		RETURNING execution_id`
+	// countDelivery counts a new presenter and keeps the first fingerprint.
+	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
+		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END
+		WHERE source = :source AND event_id = :event_id
+		RETURNING deliveries, fingerprint`
+)
+
+func uniqueSorted(items []string) []string {
+	if len(items) == 0 {
+		return nil
+	}
+	out := slices.Clone(items)
+	slices.Sort(out) // one lock order for every claim: no deadlocks between them
+	return slices.Compact(out)
+}

@@ -1,0 +1,93 @@
+package audit
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+)
+
+// dialect holds everything that differs between PostgreSQL and SQLite. The
+// queries themselves are shared: they use ? placeholders (rebound by sqlx),
+// ON CONFLICT and RETURNING, which both databases understand.
+type dialect struct {
+	name   string // "postgres" or "sqlite": also the migrations folder
+	driver string // the database/sql driver name
+	goose  goose.Dialect
+	// leaseOutbox leases due outbox rows; PostgreSQL skips the rows another
+	// instance is leasing at the same moment.
+	leaseOutbox string
+}
+
+var (
+	postgresDialect = dialect{name: "postgres", driver: "postgres", goose: goose.DialectPostgres,
+		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED")}
+	sqliteDialect = dialect{name: "sqlite", driver: "sqlite", goose: goose.DialectSQLite3,
+		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery)}
+)
+
+// sqliteTimeLayout is how SQLite stores times: fixed width and UTC, so that
+// comparing the strings compares the times.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// t converts a time into a query argument.
+func (d dialect) t(t time.Time) any {
+	if d.name == "sqlite" {
+		return t.UTC().Format(sqliteTimeLayout)
+	}
+	return t.UTC()
+}
+
+// nt converts an optional time (zero means NULL) into a query argument.
+func (d dialect) nt(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return d.t(t)
+}
+
+// dataSource resolves a RETRYAUDIT_DATABASE_URL value into a dialect and a
+// driver data source name; an empty URL means the SQLite file in dataDir.
+func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
+	switch {
+	case rawURL == "":
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return dialect{}, "", "", fmt.Errorf("audit: create data dir: %w", err)
+		}
+		path := filepath.Join(dataDir, "retryaudit.db")
+		return sqliteDialect, sqliteDSN(path), path, nil
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
+		if path == "" {
+			return dialect{}, "", "", fmt.Errorf("audit: sqlite: URL names no file")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return dialect{}, "", "", fmt.Errorf("audit: create directory for %s: %w", path, err)
+		}
+		return sqliteDialect, sqliteDSN(path), path, nil
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return dialect{}, "", "", fmt.Errorf("audit: database URL is not a URL")
+		}
+		q := u.Query()
+		if q.Get("connect_timeout") == "" {
+			q.Set("connect_timeout", "5")
+		}
+		u.RawQuery = q.Encode()
+		return postgresDialect, u.String(), u.Redacted(), nil
+	}
+	return dialect{}, "", "", fmt.Errorf("audit: database URL must start with postgres://, postgresql:// or sqlite:")
+}
+
+// sqliteDSN opens the file in WAL mode with foreign keys on, waits up to five
+// seconds for a lock held by another process, and starts every transaction
+// as a writer so that two transactions never deadlock upgrading their locks.
+func sqliteDSN(path string) string {
+	return path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
+		"&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}

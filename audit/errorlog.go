@@ -1,0 +1,272 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// unlinkedGrace delays the alert about an execution error that links to no
+// event yet: the claim it belongs to may be a moment behind, and then the
+// event's own alert replaces it.
+const unlinkedGrace = 30 * time.Second
+
+// EventKey names an event.
+type EventKey struct {
+	Source  string `db:"source" json:"source"`
+	EventID string `db:"event_id" json:"event_id"`
+}
+
+// ErrorRecord is an error the service received (or found), as stored.
+type ErrorRecord struct {
+	ID               int64          `db:"id"`
+	DedupeKey        string         `db:"dedupe_key"`
+	ReceivedAt       time.Time      `db:"received_at"`
+	Kind             string         `db:"kind"`
+	ExecutionID      string         `db:"execution_id"`
+	RetryOf          string         `db:"retry_of"`
+	Root             string         `db:"root_execution_id"`
+	WorkflowID       string         `db:"workflow_id"`
+	WorkflowName     string         `db:"workflow_name"`
+	Mode             string         `db:"mode"`
+	Node             string         `db:"node"`
+	Message          string         `db:"message"`
+	HTTPCode         string         `db:"http_code"`
+	URL              string         `db:"n8n_url"`
+	Payload          string         `db:"payload"`
+	PayloadTruncated bool           `db:"payload_truncated"`
+	PayloadDropped   bool           `db:"payload_dropped"`
+	LinkedSource     sql.NullString `db:"source"`
+	LinkedEventID    sql.NullString `db:"event_id"`
+}
+
+// Linked returns the event the error belongs to, if any.
+func (e ErrorRecord) Linked() (EventKey, bool) {
+	return EventKey{e.LinkedSource.String, e.LinkedEventID.String}, e.LinkedSource.Valid
+}
+
+// ErrorResult is the intake's answer.
+type ErrorResult struct {
+	ID          int64
+	Kind        string
+	Duplicate   bool
+	ExecutionID string
+	RetryOf     string
+	Linked      *EventKey
+}
+
+const insertError = `INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of,
+	root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
+	payload_truncated)
+	VALUES (:dedupe_key, :now, :kind, :execution_id, :retry_of, :root, :workflow_id, :workflow_name,
+	:mode, :node, :message, :http_code, :url, :payload, :truncated)
+	ON CONFLICT (dedupe_key) DO NOTHING
+	RETURNING id`
+
+const selectError = `SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
+	workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload, payload_truncated,
+	payload_dropped, source, event_id FROM n8n_errors`
+
+// RecordError stores an error report once per execution (or per identical
+// payload), records the execution's lineage, links the error to the event
+// its execution (or the execution it retries) touched, and writes the alert,
+// all in one transaction. A linked error leaves the entry processing (the
+// outcome is unknown) and marks it for review.
+func (s *Store) RecordError(ctx context.Context, r ErrorReport) (ErrorResult, error) {
+	var res ErrorResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		res, err = s.recordError(ctx, tx, r, s.now())
+		return err
+	})
+	if err != nil {
+		return ErrorResult{}, err
+	}
+	if !res.Duplicate {
+		s.metrics.ingested(res.Kind)
+		if res.Kind != ErrorTest {
+			s.nudge()
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now time.Time) (ErrorResult, error) {
+	res := ErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
+	chain := []string{}
+	if r.Kind == ErrorExecution || r.Kind == ErrorReconcile {
+		var err error
+		chain, err = s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
+			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, URL: r.URL}, now)
+		if err != nil {
+			return res, err
+		}
+	}
+	root := ""
+	if len(chain) > 0 {
+		root = chain[len(chain)-1]
+	}
+	arg := map[string]any{
+		"dedupe_key": r.DedupeKey, "now": s.d.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
+		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
+		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
+		"payload": r.Payload, "truncated": r.Truncated,
+	}
+	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", insertError, arg)
+	if err != nil {
+		return res, err
+	}
+	if !inserted {
+		return s.duplicateError(ctx, tx, r)
+	}
+	if len(chain) == 0 {
+		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
+	}
+	events, err := s.eventsOf(ctx, tx, chain)
+	if err != nil {
+		return res, err
+	}
+	if len(events) == 0 {
+		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
+	}
+	rec := ErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
+	for i, ev := range events {
+		if _, err := s.attachError(ctx, tx, rec, ev, i == 0, now); err != nil {
+			return res, err
+		}
+	}
+	res.Linked = &events[0]
+	return res, nil
+}
+
+func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r ErrorReport) (ErrorResult, error) {
+	var e ErrorRecord
+	if err := s.get(ctx, tx, &e, "read error", selectError+` WHERE dedupe_key = ?`, r.DedupeKey); err != nil {
+		return ErrorResult{}, err
+	}
+	res := ErrorResult{ID: e.ID, Kind: e.Kind, Duplicate: true, ExecutionID: e.ExecutionID, RetryOf: e.RetryOf}
+	if ev, ok := e.Linked(); ok {
+		res.Linked = &ev
+	}
+	return res, nil
+}
+
+// eventsOf returns the events touched by the nearest execution of the chain
+// that touched any.
+func (s *Store) eventsOf(ctx context.Context, q sqlx.QueryerContext, chain []string) ([]EventKey, error) {
+	for _, id := range chain {
+		var events []EventKey
+		if err := s.selectAll(ctx, q, &events, "find events", `SELECT source, event_id FROM event_executions
+			WHERE execution_id = ? ORDER BY first_seen_at, source, event_id`, id); err != nil {
+			return nil, err
+		}
+		if len(events) > 0 {
+			return events, nil
+		}
+	}
+	return nil, nil
+}
+
+// attachError makes an error part of an event's history. The primary link
+// is taken with a conditional update, so that an error is linked once even
+// when its claim and its payload race each other. It reports whether it
+// attached the error.
+func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev EventKey, primary bool, now time.Time) (bool, error) {
+	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
+		"execution_id": e.ExecutionID, "now": s.d.t(now), "thread": ErrorThread(e.ID),
+		"why": "linked to " + ev.Source + "/" + ev.EventID + " before it was sent"}
+	if primary {
+		n, err := s.namedExec(ctx, tx, "link error", `UPDATE n8n_errors SET source = :source, event_id = :event_id
+			WHERE id = :id AND source IS NULL`, arg)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		// The alert that said "linked to nothing" is now wrong; if it has
+		// not gone out, it never will.
+		if _, err := s.namedExec(ctx, tx, "cancel alert", `UPDATE outbox SET state = 'skipped', last_error = :why
+			WHERE thread_key = :thread AND state = 'pending'`, arg); err != nil {
+			return false, err
+		}
+	}
+	steps := []struct{ op, query string }{
+		{"record execution", `INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
+			VALUES (:source, :event_id, :execution_id, 'error', :now)
+			ON CONFLICT (source, event_id, execution_id) DO NOTHING`},
+		{"mark for review", `UPDATE webhook_events SET review_reason = 'error', last_seen_at = :now
+			WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`},
+	}
+	for _, st := range steps {
+		if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
+			return false, err
+		}
+	}
+	id := e.ID
+	h := HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: KindError, ExecutionID: e.ExecutionID,
+		RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName, Node: e.Node,
+		Decision: e.Kind, Message: truncate(e.Message, 500), ErrorID: &id}
+	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+		return false, err
+	}
+	var status Status
+	if err := s.get(ctx, tx, &status, "read event",
+		`SELECT status FROM webhook_events WHERE source = ? AND event_id = ?`, ev.Source, ev.EventID); err != nil {
+		return false, err
+	}
+	if status == StatusProcessing {
+		return true, s.alertEvent(ctx, tx, AlertExecutionError, h, now)
+	}
+	_, err := s.followUp(ctx, tx, h, now)
+	return true, err
+}
+
+// alertUnlinked alerts about an error that belongs to no event (yet).
+func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r ErrorReport, now time.Time) error {
+	if r.Kind == ErrorTest {
+		return nil
+	}
+	due := now
+	if r.Kind == ErrorExecution {
+		due = now.Add(unlinkedGrace)
+	}
+	a := Alert{Kind: AlertUnlinkedError, ErrorID: id, ErrorKind: r.Kind, WorkflowID: r.WorkflowID,
+		WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+		N8NURL: r.URL, Message: r.Message, At: now}
+	return s.enqueue(ctx, tx, ErrorThread(id), RowAlert, a, now, due)
+}
+
+// linkPendingErrors links the errors that arrived before the claim of their
+// execution (or of an execution in its chain) to the claimed event.
+func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
+	query, args, err := sqlx.In(selectError+` WHERE source IS NULL AND kind IN (?, ?)
+		AND (execution_id IN (?) OR root_execution_id IN (?)) ORDER BY id`,
+		ErrorExecution, ErrorReconcile, chain, chain)
+	if err != nil {
+		return false, &Error{Code: CodeInternal, Message: "bind pending errors", Err: err}
+	}
+	var pending []ErrorRecord
+	if err := s.selectAll(ctx, tx, &pending, "find pending errors", query, args...); err != nil {
+		return false, err
+	}
+	linked := false
+	for _, e := range pending {
+		ok, err := s.attachError(ctx, tx, e, EventKey{source, eventID}, true, now)
+		if err != nil {
+			return false, err
+		}
+		linked = linked || ok
+	}
+	return linked, nil
+}
+
+// Error returns one error record.
+func (s *Store) Error(ctx context.Context, id int64) (ErrorRecord, error) {
+	var e ErrorRecord
+	err := s.get(ctx, s.db, &e, "read error", selectError+` WHERE id = ?`, id)
+	if isNoRows(err) {
+		return e, errorf(CodeNotFound, "no error %d", id)
+	}
+	return e, err
+}

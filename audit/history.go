@@ -1,0 +1,68 @@
+package audit
+
+import (
+	"context"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The kinds of history line.
+const (
+	KindClaim       = "claim"
+	KindOutcome     = "outcome"
+	KindError       = "error"
+	KindResolution  = "resolution"
+	KindFingerprint = "fingerprint_mismatch"
+	KindStale       = "stale"
+)
+
+// HistoryLine is one thing that happened to an event.
+type HistoryLine struct {
+	ID           int64     `db:"id" json:"id"`
+	Source       string    `db:"source" json:"-"`
+	EventID      string    `db:"event_id" json:"-"`
+	Item         string    `db:"item" json:"item,omitempty"`
+	At           time.Time `db:"at" json:"at"`
+	Kind         string    `db:"kind" json:"kind"`
+	ExecutionID  string    `db:"execution_id" json:"execution_id,omitempty"`
+	RetryOf      string    `db:"retry_of" json:"retry_of,omitempty"`
+	WorkflowID   string    `db:"workflow_id" json:"workflow_id,omitempty"`
+	WorkflowName string    `db:"workflow_name" json:"workflow_name,omitempty"`
+	Node         string    `db:"node" json:"node,omitempty"`
+	Decision     string    `db:"decision" json:"decision,omitempty"`
+	Delivery     string    `db:"delivery" json:"delivery,omitempty"`
+	Status       string    `db:"status" json:"status,omitempty"`
+	Actor        string    `db:"actor" json:"actor,omitempty"`
+	Message      string    `db:"message" json:"message,omitempty"`
+	ErrorID      *int64    `db:"error_id" json:"error_id,omitempty"`
+}
+
+const insertHistory = `INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of,
+	workflow_id, workflow_name, node, decision, delivery, status, actor, message, error_id)
+	VALUES (:source, :event_id, :item, :at, :kind, :execution_id, :retry_of,
+	:workflow_id, :workflow_name, :node, :decision, :delivery, :status, :actor, :message, :error_id)
+	RETURNING id`
+
+// addHistory writes one history line and returns its id.
+func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now time.Time) (int64, error) {
+	arg := map[string]any{
+		"source": h.Source, "event_id": h.EventID, "item": h.Item, "at": s.d.t(now), "kind": h.Kind,
+		"execution_id": h.ExecutionID, "retry_of": h.RetryOf, "workflow_id": h.WorkflowID,
+		"workflow_name": h.WorkflowName, "node": h.Node, "decision": h.Decision, "delivery": h.Delivery,
+		"status": h.Status, "actor": h.Actor, "message": h.Message, "error_id": h.ErrorID,
+	}
+	var id int64
+	_, err := s.namedGet(ctx, tx, &id, "write history", insertHistory, arg)
+	return id, err
+}
+
+// history returns an event's lines, oldest first.
+func (s *Store) history(ctx context.Context, q sqlx.QueryerContext, source, eventID string) ([]HistoryLine, error) {
+	var lines []HistoryLine
+	err := s.selectAll(ctx, q, &lines, "read history",
+		`SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+		node, decision, delivery, status, actor, message, error_id
+		FROM event_history WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID)
+	return lines, err
+}

@@ -1,0 +1,133 @@
+package audit
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the service's Prometheus metrics, in a registry of their own.
+// A nil *Metrics records nothing, so tests and commands can leave it out.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	claims        *prometheus.CounterVec
+	outcomes      *prometheus.CounterVec
+	errors        *prometheus.CounterVec
+	alerts        *prometheus.CounterVec
+	lookups       *prometheus.CounterVec
+	lookupSeconds prometheus.Histogram
+	// HTTP is observed by the handlers' middleware: route, method, status.
+	HTTP *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics and registers them, with the Go runtime's
+// and the process's.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_claims_total", Help: "Claims answered, by decision and kind of delivery.",
+		}, []string{"decision", "delivery"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_outcomes_total", Help: "Outcome reports, by outcome and whether they changed the entry.",
+		}, []string{"outcome", "changed"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_errors_ingested_total", Help: "n8n errors recorded, by kind (duplicates not counted).",
+		}, []string{"kind"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_alerts_total", Help: "Outbox deliveries, by resulting state.",
+		}, []string{"state"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_n8n_api_lookups_total", Help: "Calls to n8n's public API, by result.",
+		}, []string{"result"}),
+		lookupSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "retryaudit_n8n_api_lookup_duration_seconds", Help: "Latency of calls to n8n's public API.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		HTTP: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "retryaudit_http_request_duration_seconds", Help: "HTTP requests, by route, method and status.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method", "status"}),
+	}
+	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.HTTP,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) claimed(r ClaimResult) {
+	if m != nil {
+		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery)).Inc()
+	}
+}
+
+func (m *Metrics) reported(o Outcome, changed bool) {
+	if m != nil {
+		m.outcomes.WithLabelValues(string(o), strconv.FormatBool(changed)).Inc()
+	}
+}
+
+func (m *Metrics) ingested(kind string) {
+	if m != nil {
+		m.errors.WithLabelValues(kind).Inc()
+	}
+}
+
+// Delivered counts an outbox row that reached a state.
+func (m *Metrics) Delivered(state string) {
+	if m != nil {
+		m.alerts.WithLabelValues(state).Inc()
+	}
+}
+
+// LookedUp counts one call to n8n's API and its latency.
+func (m *Metrics) LookedUp(result string, took time.Duration) {
+	if m != nil {
+		m.lookups.WithLabelValues(result).Inc()
+		m.lookupSeconds.Observe(took.Seconds())
+	}
+}
+
+// WatchStore adds the gauges read from the database at each scrape: the
+// outbox's depth and the age of its oldest row, and the review queue.
+func (m *Metrics) WatchStore(s *Store) {
+	if m != nil {
+		m.Registry.MustRegister(&storeCollector{s: s})
+	}
+}
+
+var (
+	outboxDepthDesc = prometheus.NewDesc("retryaudit_outbox_depth",
+		"Outbox rows waiting to be sent.", nil, nil)
+	outboxAgeDesc = prometheus.NewDesc("retryaudit_outbox_oldest_age_seconds",
+		"Age of the oldest outbox row waiting to be sent (0 when none).", nil, nil)
+	reviewDesc = prometheus.NewDesc("retryaudit_review_queue_size",
+		"Entries waiting for a person.", nil, nil)
+	dbUpDesc = prometheus.NewDesc("retryaudit_database_up",
+		"1 when the database answered the scrape's queries.", nil, nil)
+)
+
+type storeCollector struct{ s *Store }
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- outboxDepthDesc
+	ch <- outboxAgeDesc
+	ch <- reviewDesc
+	ch <- dbUpDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st, err := c.s.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(dbUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(dbUpDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(outboxDepthDesc, prometheus.GaugeValue, float64(st.OutboxDepth))
+	ch <- prometheus.MustNewConstMetric(outboxAgeDesc, prometheus.GaugeValue, st.OutboxOldestAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.GaugeValue, float64(st.ReviewQueue))
+}

@@ -1,0 +1,202 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The states of an outbox row.
+const (
+	OutboxPending      = "pending"
+	OutboxSending      = "sending"      // leased by a worker
+	OutboxSent         = "sent"         //
+	OutboxDead         = "dead"         // a permanent error: last_error says which
+	OutboxUnconfigured = "unconfigured" // no Slack configured when it was due
+	OutboxSkipped      = "skipped"      // not needed any more: last_error says why
+)
+
+// OutboxRow is one message to send.
+type OutboxRow struct {
+	ID         int64         `db:"id"`
+	CreatedAt  time.Time     `db:"created_at"`
+	DueAt      time.Time     `db:"due_at"`
+	ThreadKey  string        `db:"thread_key"`
+	Kind       string        `db:"kind"`
+	Source     string        `db:"source"`
+	EventID    string        `db:"event_id"`
+	ErrorID    sql.NullInt64 `db:"error_id"`
+	Payload    string        `db:"payload"`
+	State      string        `db:"state"`
+	Attempts   int           `db:"attempts"`
+	LastError  string        `db:"last_error"`
+	SentAt     sql.NullTime  `db:"sent_at"`
+	Channel    string        `db:"channel"`
+	TS         string        `db:"ts"`
+	LeaseOwner string        `db:"lease_owner"`
+}
+
+// Alert decodes the row's payload.
+func (r OutboxRow) Alert() (Alert, error) {
+	var a Alert
+	err := json.Unmarshal([]byte(r.Payload), &a)
+	return a, err
+}
+
+const selectOutbox = `SELECT id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+	attempts, last_error, sent_at, channel, ts, lease_owner FROM outbox`
+
+// leaseOutboxQuery picks the due rows that are first in their thread: an
+// event's messages go out one at a time and in order. A lease that ran out
+// (its worker died) is taken over. Its last parameter, the batch size, is
+// the one the dialect's locking clause follows.
+const leaseOutboxQuery = `SELECT o.id FROM outbox o
+	WHERE (o.state = 'pending' OR (o.state = 'sending' AND o.lease_until < :now)) AND o.due_at <= :now
+	AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.thread_key = o.thread_key AND p.id < o.id
+		AND p.state IN ('pending', 'sending'))
+	ORDER BY o.id LIMIT :limit`
+
+func leaseOutboxStatement(pick string) string {
+	return `UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1
+	WHERE id IN (` + pick + `)
+	AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
+	RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+	attempts, last_error, sent_at, channel, ts, lease_owner`
+}
+
+// LeaseOutbox takes up to limit due rows for owner until the lease ends.
+// Two workers, in one process or in several instances on one database,
+// never hold the same row: PostgreSQL skips rows another transaction is
+// leasing, SQLite has one writer.
+func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]OutboxRow, error) {
+	now := s.now()
+	query, args, err := sqlx.Named(s.d.leaseOutbox, map[string]any{
+		"owner": owner, "until": s.d.t(now.Add(lease)), "now": s.d.t(now), "limit": limit,
+	})
+	if err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "bind lease", Err: err}
+	}
+	var rows []OutboxRow
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		rows = nil
+		return s.selectAll(ctx, tx, &rows, "lease outbox", query, args...)
+	})
+	return rows, err
+}
+
+// Attempt is how one attempt to send a row ended.
+type Attempt struct {
+	State     string    // OutboxSent, OutboxPending (retry), OutboxDead, OutboxUnconfigured, OutboxSkipped
+	RetryAt   time.Time // for a retry
+	LastError string
+	Channel   string
+	TS        string
+}
+
+// FinishOutbox records how an attempt ended, if owner still holds the row's
+// lease. It reports whether it did: false means the lease ran out and
+// another worker took the row over.
+func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d Attempt) (bool, error) {
+	now := s.now()
+	due := now
+	if !d.RetryAt.IsZero() {
+		due = d.RetryAt
+	}
+	var sentAt any
+	if d.State == OutboxSent {
+		sentAt = s.d.t(now)
+	}
+	n, err := s.namedExec(ctx, s.db, "finish outbox", `UPDATE outbox SET state = :state, due_at = :due,
+		last_error = :last_error, sent_at = :sent_at, channel = :channel, ts = :ts, lease_owner = '', lease_until = NULL
+		WHERE id = :id AND lease_owner = :owner AND state = 'sending'`, map[string]any{
+		"state": d.State, "due": s.d.t(due), "last_error": d.LastError, "sent_at": sentAt,
+		"channel": d.Channel, "ts": d.TS, "id": id, "owner": owner,
+	})
+	if err == nil && n == 1 {
+		s.metrics.Delivered(d.State)
+	}
+	return n == 1, err
+}
+
+// Thread is the first message of a Slack thread.
+type Thread struct {
+	Key       string `db:"thread_key"`
+	Channel   string `db:"channel"`
+	TS        string `db:"ts"`
+	RootRowID int64  `db:"root_outbox_id"`
+}
+
+// SaveThread remembers where a thread's first message went.
+func (s *Store) SaveThread(ctx context.Context, t Thread) error {
+	_, err := s.namedExec(ctx, s.db, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
+		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
+		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
+		"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
+	})
+	return err
+}
+
+// Thread returns a thread's first message and its alert; ok is false when
+// the thread has none (it was never sent).
+func (s *Store) Thread(ctx context.Context, key string) (Thread, Alert, bool, error) {
+	var t Thread
+	err := s.get(ctx, s.db, &t, "read thread", `SELECT thread_key, channel, ts, root_outbox_id
+		FROM slack_threads WHERE thread_key = ?`, key)
+	if isNoRows(err) {
+		return t, Alert{}, false, nil
+	}
+	if err != nil {
+		return t, Alert{}, false, err
+	}
+	var row OutboxRow
+	if err := s.get(ctx, s.db, &row, "read thread root", selectOutbox+` WHERE id = ?`, t.RootRowID); err != nil {
+		return t, Alert{}, false, err
+	}
+	a, err := row.Alert()
+	if err != nil {
+		return t, Alert{}, false, &Error{Code: CodeInternal, Message: "decode alert", Err: err}
+	}
+	return t, a, true, nil
+}
+
+// OutboxRows lists rows, newest first, for the pages: all of them, or those
+// in one state.
+func (s *Store) OutboxRows(ctx context.Context, state string, limit int) ([]OutboxRow, error) {
+	var rows []OutboxRow
+	err := s.selectAll(ctx, s.db, &rows, "read outbox", selectOutbox+
+		` WHERE (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, state, state, limit)
+	return rows, err
+}
+
+// Stats are the figures the metrics and the self-check read.
+type Stats struct {
+	OutboxDepth     int
+	OutboxOldestAge time.Duration
+	ReviewQueue     int
+}
+
+// Stats counts the outbox and the review queue.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	if err := s.get(ctx, s.db, &st.OutboxDepth, "count outbox",
+		`SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')`); err != nil {
+		return st, err
+	}
+	if st.OutboxDepth > 0 {
+		var row OutboxRow
+		err := s.get(ctx, s.db, &row, "read outbox", selectOutbox+
+			` WHERE state IN ('pending', 'sending') ORDER BY id LIMIT 1`)
+		if err != nil && !isNoRows(err) {
+			return st, err
+		}
+		if !row.CreatedAt.IsZero() {
+			st.OutboxOldestAge = s.now().Sub(row.CreatedAt)
+		}
+	}
+	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", `SELECT count(*) FROM webhook_events
+		WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)`, s.d.t(s.reviewCutoff()))
+	return st, err
+}

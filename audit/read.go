@@ -1,0 +1,222 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"strings"
+	"time"
+)
+
+// Event is a ledger entry: one row of webhook_events.
+type Event struct {
+	Source            string       `db:"source"`
+	EventID           string       `db:"event_id"`
+	Status            Status       `db:"status"`
+	CreatedAt         time.Time    `db:"created_at"`
+	UpdatedAt         time.Time    `db:"updated_at"` // when it entered its status
+	LastSeenAt        time.Time    `db:"last_seen_at"`
+	HolderExecutionID string       `db:"holder_execution_id"`
+	Deliveries        int          `db:"deliveries"`
+	ItemCount         int          `db:"item_count"`
+	Fingerprint       string       `db:"fingerprint"`
+	CRMRef            string       `db:"crm_ref"`
+	ReviewReason      string       `db:"review_reason"`
+	StaleAlertedAt    sql.NullTime `db:"stale_alerted_at"`
+	NeedsReview       bool         `db:"needs_review"`
+}
+
+// Item is one item of a multi-item event.
+type Item struct {
+	Item              string    `db:"item"`
+	Status            Status    `db:"status"`
+	HolderExecutionID string    `db:"holder_execution_id"`
+	CRMRef            string    `db:"crm_ref"`
+	ReviewReason      string    `db:"review_reason"`
+	CreatedAt         time.Time `db:"created_at"`
+	UpdatedAt         time.Time `db:"updated_at"`
+}
+
+// EventExecution is an execution that touched an event, and how.
+type EventExecution struct {
+	Execution
+	Role        string    `db:"role"`
+	Delivery    string    `db:"delivery"`
+	TouchedAt   time.Time `db:"touched_at"`
+}
+
+// EventDetail is everything known about one event.
+type EventDetail struct {
+	Event
+	Items      []Item
+	History    []HistoryLine
+	Executions []EventExecution
+	Errors     []ErrorRecord
+	Alerts     []OutboxRow
+}
+
+// selectEvent reads events; its one parameter is the review cutoff.
+const selectEvent = `SELECT source, event_id, status, created_at, updated_at, last_seen_at, holder_execution_id,
+	deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at,
+	CASE WHEN status = 'processing' AND (review_reason <> '' OR updated_at < ?) THEN 1 ELSE 0 END AS needs_review
+	FROM webhook_events`
+
+// Event returns one event with its items, history, executions, errors and
+// alerts.
+func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail, error) {
+	var d EventDetail
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: s.d.name == "postgres"})
+	if err != nil {
+		return d, dbError("begin", err)
+	}
+	defer tx.Rollback()
+	err = s.get(ctx, tx, &d.Event, "read event", selectEvent+` WHERE source = ? AND event_id = ?`,
+		s.d.t(s.reviewCutoff()), source, eventID)
+	if isNoRows(err) {
+		return d, errorf(CodeNotFound, "no event %s/%s", source, eventID)
+	}
+	if err != nil {
+		return d, err
+	}
+	if err := s.selectAll(ctx, tx, &d.Items, "read items", `SELECT item, status, holder_execution_id, crm_ref,
+		review_reason, created_at, updated_at FROM event_items WHERE source = ? AND event_id = ? ORDER BY item`,
+		source, eventID); err != nil {
+		return d, err
+	}
+	if d.History, err = s.history(ctx, tx, source, eventID); err != nil {
+		return d, err
+	}
+	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", `SELECT x.execution_id, x.workflow_id,
+		x.workflow_name, x.mode, x.retry_of, x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at,
+		x.last_seen_at, ee.role, ee.delivery, ee.first_seen_at AS touched_at
+		FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
+		WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id`,
+		source, eventID); err != nil {
+		return d, err
+	}
+	if err := s.selectAll(ctx, tx, &d.Errors, "read errors", selectError+
+		` WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID); err != nil {
+		return d, err
+	}
+	err = s.selectAll(ctx, tx, &d.Alerts, "read alerts", selectOutbox+
+		` WHERE thread_key = ? ORDER BY id`, EventThread(source, eventID))
+	return d, err
+}
+
+func (s *Store) reviewCutoff() time.Time { return s.now().Add(-s.reviewAfter) }
+
+// ReviewAfter returns how long an entry may stay processing before review.
+func (s *Store) ReviewAfter() time.Duration { return s.reviewAfter }
+
+// EventFilter selects events for a list. Zero values select everything.
+type EventFilter struct {
+	Source      string
+	Status      Status
+	NeedsReview bool
+	Prefix      string        // of the event id
+	OlderThan   time.Duration // in the current status for at least this long
+	Cursor      string        // from the previous page's Next
+	Limit       int
+}
+
+// EventPage is one page of events, newest activity first.
+type EventPage struct {
+	Events []Event
+	Next   string // the cursor of the next page, empty on the last
+}
+
+// far is later than any row's time: the first page's cursor.
+var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// Events lists events by last activity, newest first, with keyset
+// pagination: the cursor is the last row's (last_seen_at, source,
+// event_id), and the index on those columns finds the next page directly
+// however deep it is.
+func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	curAt, curSource, curID := far, "", ""
+	if f.Cursor != "" {
+		var err error
+		if curAt, curSource, curID, err = decodeCursor(f.Cursor); err != nil {
+			return EventPage{}, &Error{Code: CodeInvalid, Message: "invalid request",
+				Fields: map[string]string{"cursor": "not a cursor this service returned"}}
+		}
+	}
+	olderThan := far
+	if f.OlderThan > 0 {
+		olderThan = s.now().Add(-f.OlderThan)
+	}
+	review := 0
+	if f.NeedsReview {
+		review = 1
+	}
+	var events []Event
+	err := s.selectAll(ctx, s.db, &events, "list events", selectEvent+`
+		WHERE (last_seen_at, source, event_id) < (?, ?, ?)
+		AND (? = '' OR source = ?) AND (? = '' OR status = ?)
+		AND (? = '' OR substr(event_id, 1, ?) = ?)
+		AND updated_at < ?
+		AND (? = 0 OR (status = 'processing' AND (review_reason <> '' OR updated_at < ?)))
+		ORDER BY last_seen_at DESC, source DESC, event_id DESC LIMIT ?`,
+		s.d.t(s.reviewCutoff()), s.d.t(curAt), curSource, curID,
+		f.Source, f.Source, string(f.Status), string(f.Status),
+		f.Prefix, len([]rune(f.Prefix)), f.Prefix,
+		s.d.t(olderThan), review, s.d.t(s.reviewCutoff()), f.Limit+1)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: events}
+	if len(events) > f.Limit {
+		page.Events = events[:f.Limit]
+		last := page.Events[f.Limit-1]
+		page.Next = encodeCursor(last.LastSeenAt, last.Source, last.EventID)
+	}
+	return page, nil
+}
+
+// ReviewQueue returns the entries waiting for a person, oldest first.
+func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]Event, error) {
+	var events []Event
+	cutoff := s.d.t(s.reviewCutoff())
+	err := s.selectAll(ctx, s.db, &events, "read review queue", selectEvent+`
+		WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
+		ORDER BY updated_at, source, event_id LIMIT ?`, cutoff, cutoff, limit)
+	return events, err
+}
+
+// StatusCounts returns how many events are in each status.
+func (s *Store) StatusCounts(ctx context.Context) (map[Status]int, error) {
+	var rows []struct {
+		Status Status `db:"status"`
+		N      int    `db:"n"`
+	}
+	if err := s.selectAll(ctx, s.db, &rows, "count events",
+		`SELECT status, count(*) AS n FROM webhook_events GROUP BY status`); err != nil {
+		return nil, err
+	}
+	counts := map[Status]int{}
+	for _, r := range rows {
+		counts[r.Status] = r.N
+	}
+	return counts, nil
+}
+
+func encodeCursor(at time.Time, source, eventID string) string {
+	raw := at.UTC().Format(time.RFC3339Nano) + "\x00" + source + "\x00" + eventID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+func decodeCursor(c string) (time.Time, string, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", "", err
+	}
+	parts := strings.SplitN(string(raw), "\x00", 3)
+	if len(parts) != 3 {
+		return time.Time{}, "", "", errorf(CodeInvalid, "cursor has %d parts", len(parts))
+	}
+	at, err := time.Parse(time.RFC3339Nano, parts[0])
+	return at, parts[1], parts[2], err
+}

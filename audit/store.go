@@ -1,0 +1,254 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the PostgreSQL driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	_ "modernc.org/sqlite" // the SQLite driver, pure Go
+
+	"github.com/retryaudit/retryaudit/migrations"
+)
+
+// Options configure a Store.
+type Options struct {
+	// URL selects the database: postgres://… or postgresql://… for
+	// PostgreSQL, sqlite:PATH for a SQLite file, empty for the SQLite file
+	// retryaudit.db in DataDir.
+	URL     string
+	DataDir string
+	// Exclusive takes a lock on a SQLite file so that a second process
+	// serving the same file fails at start. PostgreSQL needs none.
+	Exclusive bool
+	// ReviewAfter is how long an entry may stay processing without an
+	// outcome before a person should look at it.
+	ReviewAfter time.Duration
+	// Lookup asks n8n about executions the service has not seen; nil
+	// means no n8n API is configured.
+	Lookup ExecutionLookup
+	Metrics *Metrics
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Store is the ledger and everything kept beside it. It is safe for
+// concurrent use; every public method that writes opens its own transaction.
+type Store struct {
+	db          *sqlx.DB
+	d           dialect
+	where       string // the database, for messages, without credentials
+	reviewAfter time.Duration
+	lookup      ExecutionLookup
+	metrics     *Metrics
+	now         func() time.Time
+	log         *slog.Logger
+	unlock      io.Closer
+	wake        chan struct{}
+}
+
+// Open connects to the database that opts names. It does not migrate: call
+// Migrate, or check SchemaCurrent, before serving.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	d, dsn, where, err := dataSource(opts.URL, opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		d:           d,
+		where:       where,
+		reviewAfter: opts.ReviewAfter,
+		lookup:      opts.Lookup,
+		metrics:     opts.Metrics,
+		now:         opts.Now,
+		log:         opts.Logger,
+		wake:        make(chan struct{}, 1),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.reviewAfter <= 0 {
+		s.reviewAfter = 15 * time.Minute
+	}
+	if d.name == "sqlite" && opts.Exclusive {
+		if s.unlock, err = lockFile(where + ".lock"); err != nil {
+			return nil, err
+		}
+	}
+	s.db, err = sqlx.Open(d.driver, dsn)
+	if err != nil {
+		s.closeLock()
+		return nil, fmt.Errorf("audit: open %s: %w", where, err)
+	}
+	if d.name == "sqlite" {
+		// One connection: SQLite has one writer anyway, and a single
+		// connection turns lock contention inside the process into a queue.
+		s.db.SetMaxOpenConns(1)
+	} else {
+		s.db.SetMaxOpenConns(20)
+		s.db.SetMaxIdleConns(10)
+		s.db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database and releases the SQLite lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.closeLock()
+	return err
+}
+
+func (s *Store) closeLock() {
+	if s.unlock != nil {
+		s.unlock.Close()
+		s.unlock = nil
+	}
+}
+
+// Dialect returns "postgres" or "sqlite".
+func (s *Store) Dialect() string { return s.d.name }
+
+// Where names the database for people: a file path or a URL without its
+// password.
+func (s *Store) Where() string { return s.where }
+
+// DB returns the connection pool, for tests and for the self-check.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Wakeups delivers a value after a commit that wrote to the outbox, so that
+// the worker sends without waiting for its next poll.
+func (s *Store) Wakeups() <-chan struct{} { return s.wake }
+
+func (s *Store) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		return dbError("ping "+s.where, err)
+	}
+	return nil
+}
+
+func (s *Store) migrator() (*goose.Provider, error) {
+	fsys, err := migrations.FS(s.d.name)
+	if err != nil {
+		return nil, fmt.Errorf("audit: migrations: %w", err)
+	}
+	opts := []goose.ProviderOption{goose.WithTableName("retryaudit_schema_version")}
+	if s.d.name == "postgres" {
+		// Instances starting together must not migrate at once.
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, fmt.Errorf("audit: migration lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	return goose.NewProvider(s.d.goose, s.db.DB, fsys, opts...)
+}
+
+// Migrate applies the migrations that have not run yet.
+func (s *Store) Migrate(ctx context.Context) error {
+	p, err := s.migrator()
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return dbError("migrate "+s.where, err)
+	}
+	for _, r := range results {
+		s.log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
+	}
+	return nil
+}
+
+// SchemaCurrent reports whether every migration has been applied.
+func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
+	p, err := s.migrator()
+	if err != nil {
+		return false, err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return false, dbError("read schema version", err)
+	}
+	return !pending, nil
+}
+
+// inTx runs fn in a transaction and commits it. A PostgreSQL serialization
+// failure or deadlock runs fn again, up to three times: fn must not have
+// effects outside the transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.tryTx(ctx, fn); err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return dbError("commit", err)
+	}
+	return nil
+}
+
+// get and exec wrap sqlx with placeholder rebinding and error classification.
+func (s *Store) get(ctx context.Context, q sqlx.QueryerContext, dest any, op, query string, args ...any) error {
+	err := sqlx.GetContext(ctx, q, dest, s.db.Rebind(query), args...)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dbError(op, err)
+	}
+	return err
+}
+
+func (s *Store) selectAll(ctx context.Context, q sqlx.QueryerContext, dest any, op, query string, args ...any) error {
+	if err := sqlx.SelectContext(ctx, q, dest, s.db.Rebind(query), args...); err != nil {
+		return dbError(op, err)
+	}
+	return nil
+}
+
+func (s *Store) exec(ctx context.Context, e sqlx.ExecerContext, op, query string, args ...any) (int64, error) {
+	res, err := e.ExecContext(ctx, s.db.Rebind(query), args...)
+	if err != nil {
+		return 0, dbError(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, dbError(op, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,103 @@
+package audit
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits on what callers send. They keep rows and pages small; a key longer
+// than these is almost always a whole payload sent by mistake.
+const (
+	MaxSourceLen  = 100
+	MaxEventIDLen = 500
+	MaxIDLen      = 100 // execution and workflow ids
+	MaxNameLen    = 500 // workflow and node names
+	MaxItemLen    = 200
+	MaxItems      = 1000
+	MaxTextLen    = 2000 // reasons and notes
+)
+
+// FieldErrors maps an input field to what is wrong with it.
+type FieldErrors map[string]string
+
+// Err returns an invalid-input error naming every field, or nil.
+func (f FieldErrors) Err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return &Error{Code: CodeInvalid, Message: "invalid request", Fields: f}
+}
+
+// Add records a problem with a field, keeping the first one.
+func (f FieldErrors) Add(field, problem string) {
+	if _, ok := f[field]; !ok {
+		f[field] = problem
+	}
+}
+
+func (f FieldErrors) source(field, v string) {
+	if v == "" {
+		f.Add(field, "required")
+		return
+	}
+	if len(v) > MaxSourceLen || !sourceChars(v) {
+		f.Add(field, fmt.Sprintf("must be 1 to %d characters: letters, digits and . _ : -", MaxSourceLen))
+	}
+}
+
+func sourceChars(v string) bool {
+	for _, r := range v {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == ':' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// text checks an optional (required=false) or required free-text value:
+// valid UTF-8, at most max characters, no control characters.
+func (f FieldErrors) text(field, v string, required bool, max int) {
+	switch {
+	case v == "" && required:
+		f.Add(field, "required")
+	case !utf8.ValidString(v):
+		f.Add(field, "must be valid UTF-8")
+	case utf8.RuneCountInString(v) > max:
+		f.Add(field, fmt.Sprintf("must be at most %d characters", max))
+	case hasControl(v):
+		f.Add(field, "must not contain control characters")
+	}
+}
+
+// note is like text but allows line breaks, for reasons and notes that
+// people write.
+func (f FieldErrors) note(field, v string, required bool, max int) {
+	switch {
+	case v == "" && required:
+		f.Add(field, "required")
+	case !utf8.ValidString(v):
+		f.Add(field, "must be valid UTF-8")
+	case utf8.RuneCountInString(v) > max:
+		f.Add(field, fmt.Sprintf("must be at most %d characters", max))
+	}
+}
+
+func hasControl(v string) bool {
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateKey checks a source and event id as they come in a path or a form.
+func ValidateKey(source, eventID string) error {
+	f := FieldErrors{}
+	f.source("source", source)
+	f.text("event_id", eventID, true, MaxEventIDLen)
+	return f.Err()
+}
