@@ -40,9 +40,9 @@ type Item struct {
 // EventExecution is an execution that touched an event, and how.
 type EventExecution struct {
 	Execution
-	Role        string    `db:"role"`
-	Delivery    string    `db:"delivery"`
-	TouchedAt   time.Time `db:"touched_at"`
+	Role      string    `db:"role"`
+	Delivery  string    `db:"delivery"`
+	TouchedAt time.Time `db:"touched_at"`
 }
 
 // EventDetail is everything known about one event.

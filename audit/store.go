@@ -33,7 +33,7 @@ type Options struct {
 	ReviewAfter time.Duration
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
-	Lookup ExecutionLookup
+	Lookup  ExecutionLookup
 	Metrics *Metrics
 	Now     func() time.Time
 	Logger  *slog.Logger
