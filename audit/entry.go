@@ -2,8 +2,6 @@ package audit
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -165,33 +163,32 @@ const rollUpEvent = `UPDATE webhook_events SET status = :status, item_count = :c
 
 // namedGet runs a query with named parameters (and slices expanded for IN)
 // and scans its one row into dest. It reports whether there was a row.
-func (s *Store) namedGet(ctx context.Context, q sqlx.QueryerContext, dest any, op, query string, arg any) (bool, error) {
-	query, args, err := sqlx.Named(query, arg)
-	if err == nil {
-		query, args, err = sqlx.In(query, args...)
-	}
+func (s *Store) namedGet(ctx context.Context, q any, dest any, op, query string, arg any) (bool, error) {
+	query, args, err := bindNamed(query, arg)
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: op + ": bind", Err: err}
 	}
-	err = sqlx.GetContext(ctx, q, dest, s.db.Rebind(query), args...)
-	if errors.Is(err, sql.ErrNoRows) {
+	err = s.get(ctx, q, dest, op, query, args...)
+	if isNoRows(err) {
 		return false, nil
 	}
-	if err != nil {
-		return false, dbError(op, err)
-	}
-	return true, nil
+	return err == nil, err
 }
 
 // namedExec runs a statement with named parameters and returns the number of
 // rows it changed.
-func (s *Store) namedExec(ctx context.Context, e sqlx.ExtContext, op, query string, arg any) (int64, error) {
-	query, args, err := sqlx.Named(query, arg)
-	if err == nil {
-		query, args, err = sqlx.In(query, args...)
-	}
+func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any) (int64, error) {
+	query, args, err := bindNamed(query, arg)
 	if err != nil {
 		return 0, &Error{Code: CodeInternal, Message: op + ": bind", Err: err}
 	}
-	return s.exec(ctx, e, op, query, args...)
+	return s.exec(ctx, q, op, query, args...)
+}
+
+func bindNamed(query string, arg any) (string, []any, error) {
+	query, args, err := sqlx.Named(query, arg)
+	if err != nil {
+		return "", nil, err
+	}
+	return sqlx.In(query, args...)
 }

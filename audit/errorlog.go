@@ -156,7 +156,7 @@ func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r ErrorReport) 
 
 // eventsOf returns the events touched by the nearest execution of the chain
 // that touched any.
-func (s *Store) eventsOf(ctx context.Context, q sqlx.QueryerContext, chain []string) ([]EventKey, error) {
+func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]EventKey, error) {
 	for _, id := range chain {
 		var events []EventKey
 		if err := s.selectAll(ctx, q, &events, "find events", `SELECT source, event_id FROM event_executions

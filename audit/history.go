@@ -58,7 +58,7 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now 
 }
 
 // history returns an event's lines, oldest first.
-func (s *Store) history(ctx context.Context, q sqlx.QueryerContext, source, eventID string) ([]HistoryLine, error) {
+func (s *Store) history(ctx context.Context, q any, source, eventID string) ([]HistoryLine, error) {
 	var lines []HistoryLine
 	err := s.selectAll(ctx, q, &lines, "read history",
 		`SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,

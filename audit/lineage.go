@@ -106,7 +106,7 @@ func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRec
 }
 
 // chainFrom walks up from an execution whose parent is known.
-func (s *Store) chainFrom(ctx context.Context, q sqlx.QueryerContext, id, parent string) ([]string, error) {
+func (s *Store) chainFrom(ctx context.Context, q any, id, parent string) ([]string, error) {
 	chain := []string{id}
 	for parent != "" && len(chain) < maxChain {
 		for _, seen := range chain {

@@ -109,11 +109,16 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d Atte
 	if d.State == OutboxSent {
 		sentAt = s.d.t(now)
 	}
-	n, err := s.namedExec(ctx, s.db, "finish outbox", `UPDATE outbox SET state = :state, due_at = :due,
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = s.namedExec(ctx, tx, "finish outbox", `UPDATE outbox SET state = :state, due_at = :due,
 		last_error = :last_error, sent_at = :sent_at, channel = :channel, ts = :ts, lease_owner = '', lease_until = NULL
 		WHERE id = :id AND lease_owner = :owner AND state = 'sending'`, map[string]any{
-		"state": d.State, "due": s.d.t(due), "last_error": d.LastError, "sent_at": sentAt,
-		"channel": d.Channel, "ts": d.TS, "id": id, "owner": owner,
+			"state": d.State, "due": s.d.t(due), "last_error": d.LastError, "sent_at": sentAt,
+			"channel": d.Channel, "ts": d.TS, "id": id, "owner": owner,
+		})
+		return err
 	})
 	if err == nil && n == 1 {
 		s.metrics.Delivered(d.State)
@@ -131,12 +136,14 @@ type Thread struct {
 
 // SaveThread remembers where a thread's first message went.
 func (s *Store) SaveThread(ctx context.Context, t Thread) error {
-	_, err := s.namedExec(ctx, s.db, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
-		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
-		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
-		"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
+			root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
+			ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
+			"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
+		})
+		return err
 	})
-	return err
 }
 
 // Thread returns a thread's first message and its alert; ok is false when

@@ -65,12 +65,19 @@ const selectEvent = `SELECT source, event_id, status, created_at, updated_at, la
 // alerts.
 func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail, error) {
 	var d EventDetail
-	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: s.d.name == "postgres"})
-	if err != nil {
-		return d, dbError("begin", err)
+	var tx any = s.db
+	if s.d.name == "postgres" {
+		// One snapshot for the event and its lines. (SQLite's transactions
+		// here take the write lock; its reads beside the writer are
+		// consistent enough for a page.)
+		ptx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			return d, dbError("begin", err)
+		}
+		defer ptx.Rollback()
+		tx = ptx
 	}
-	defer tx.Rollback()
-	err = s.get(ctx, tx, &d.Event, "read event", selectEvent+` WHERE source = ? AND event_id = ?`,
+	err := s.get(ctx, tx, &d.Event, "read event", selectEvent+` WHERE source = ? AND event_id = ?`,
 		s.d.t(s.reviewCutoff()), source, eventID)
 	if isNoRows(err) {
 		return d, errorf(CodeNotFound, "no event %s/%s", source, eventID)

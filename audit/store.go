@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -52,6 +53,17 @@ type Store struct {
 	log         *slog.Logger
 	unlock      io.Closer
 	wake        chan struct{}
+	// stmts caches prepared statements by query: parsing is a third of
+	// SQLite's work on the claim path and a round trip on PostgreSQL.
+	stmts     sync.Map // string → *sqlx.Stmt
+	preparing sync.Map // string → true while a background prepare runs
+	bg        sync.WaitGroup
+	closing   context.Context
+	close     context.CancelFunc
+	// writer admits one write transaction at a time on SQLite, which has
+	// one writer anyway: waiting here respects the request's deadline,
+	// waiting in SQLite's busy handler sleeps.
+	writer chan struct{}
 }
 
 // Open connects to the database that opts names. It does not migrate: call
@@ -71,6 +83,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		log:         opts.Logger,
 		wake:        make(chan struct{}, 1),
 	}
+	s.closing, s.close = context.WithCancel(context.Background())
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -91,9 +104,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("audit: open %s: %w", where, err)
 	}
 	if d.name == "sqlite" {
-		// One connection: SQLite has one writer anyway, and a single
-		// connection turns lock contention inside the process into a queue.
-		s.db.SetMaxOpenConns(1)
+		s.writer = make(chan struct{}, 1)
+		s.db.SetMaxOpenConns(4) // one writer, readers beside it (WAL)
 	} else {
 		s.db.SetMaxOpenConns(20)
 		s.db.SetMaxIdleConns(10)
@@ -108,6 +120,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 
 // Close closes the database and releases the SQLite lock.
 func (s *Store) Close() error {
+	s.close()
+	s.bg.Wait()
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sqlx.Stmt).Close()
+		return true
+	})
 	err := s.db.Close()
 	s.closeLock()
 	return err
@@ -211,6 +229,14 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if s.writer != nil {
+		select {
+		case s.writer <- struct{}{}:
+			defer func() { <-s.writer }()
+		case <-ctx.Done():
+			return dbError("wait for the writer", ctx.Err())
+		}
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return dbError("begin", err)
@@ -225,24 +251,87 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	return nil
 }
 
-// get and exec wrap sqlx with placeholder rebinding and error classification.
-func (s *Store) get(ctx context.Context, q sqlx.QueryerContext, dest any, op, query string, args ...any) error {
-	err := sqlx.GetContext(ctx, q, dest, s.db.Rebind(query), args...)
+// prepared returns query prepared once for the pool and bound to q when q
+// is a transaction (database/sql prepares it once per connection). Inside a
+// transaction a statement not prepared yet is prepared in the background and
+// nil is returned: preparing on the pool would wait for a connection while
+// holding one, and with every connection in a transaction that waits forever.
+func (s *Store) prepared(q any, query string) *sqlx.Stmt {
+	tx, inTx := q.(*sqlx.Tx)
+	if v, ok := s.stmts.Load(query); ok {
+		if inTx {
+			return tx.Stmtx(v.(*sqlx.Stmt))
+		}
+		return v.(*sqlx.Stmt)
+	}
+	if inTx {
+		if _, busy := s.preparing.LoadOrStore(query, true); !busy {
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				s.prepare(query)
+			}()
+		}
+		return nil
+	}
+	return s.prepare(query)
+}
+
+func (s *Store) prepare(query string) *sqlx.Stmt {
+	ctx, cancel := context.WithTimeout(s.closing, 10*time.Second)
+	defer cancel()
+	st, err := s.db.PreparexContext(ctx, query)
+	if err != nil {
+		s.preparing.Delete(query)
+		return nil // run unprepared: the query reports the error itself
+	}
+	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return v.(*sqlx.Stmt)
+	}
+	return st
+}
+
+// get, selectAll and exec run a query with ? placeholders on q (the pool
+// or a transaction), prepared, and classify its errors. get returns
+// sql.ErrNoRows unwrapped.
+func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args ...any) error {
+	query = s.db.Rebind(query)
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		err = st.GetContext(ctx, dest, args...)
+	} else {
+		err = sqlx.GetContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return dbError(op, err)
 	}
 	return err
 }
 
-func (s *Store) selectAll(ctx context.Context, q sqlx.QueryerContext, dest any, op, query string, args ...any) error {
-	if err := sqlx.SelectContext(ctx, q, dest, s.db.Rebind(query), args...); err != nil {
+func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string, args ...any) error {
+	query = s.db.Rebind(query)
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		err = st.SelectContext(ctx, dest, args...)
+	} else {
+		err = sqlx.SelectContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	}
+	if err != nil {
 		return dbError(op, err)
 	}
 	return nil
 }
 
-func (s *Store) exec(ctx context.Context, e sqlx.ExecerContext, op, query string, args ...any) (int64, error) {
-	res, err := e.ExecContext(ctx, s.db.Rebind(query), args...)
+func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) (int64, error) {
+	query = s.db.Rebind(query)
+	var res sql.Result
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = q.(sqlx.ExecerContext).ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, dbError(op, err)
 	}

@@ -42,7 +42,7 @@ func Each(t *testing.T, fn func(t *testing.T, dialect string)) {
 
 // URL returns the URL of an empty database of the dialect, private to the
 // test: a SQLite file, or a PostgreSQL schema (through search_path).
-func URL(t *testing.T, dialect string) string {
+func URL(t testing.TB, dialect string) string {
 	t.Helper()
 	if dialect == "sqlite" {
 		return "sqlite:" + filepath.Join(t.TempDir(), "retryaudit.db")
@@ -69,14 +69,14 @@ func URL(t *testing.T, dialect string) string {
 
 // Open returns a migrated store on a fresh database of the dialect, closed
 // when the test ends. opts.URL is set by Open.
-func Open(t *testing.T, dialect string, opts audit.Options) *audit.Store {
+func Open(t testing.TB, dialect string, opts audit.Options) *audit.Store {
 	t.Helper()
 	opts.URL = URL(t, dialect)
 	return OpenURL(t, opts)
 }
 
 // OpenURL opens and migrates the store opts names, closed when the test ends.
-func OpenURL(t *testing.T, opts audit.Options) *audit.Store {
+func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
 	t.Helper()
 	ctx := context.Background()
 	if opts.DataDir == "" {
@@ -103,7 +103,7 @@ func PostgresURL() string {
 
 // postgres connects to PostgreSQL as its administrator, or skips (or, when
 // required, fails) the test.
-func postgres(t *testing.T) *sql.DB {
+func postgres(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("postgres", PostgresURL())
 	if err == nil {

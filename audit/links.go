@@ -1,0 +1,108 @@
+package audit
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Links builds the URLs that pages and alerts point to.
+type Links struct {
+	BaseURL      string            // this service, as people reach it
+	N8NEditorURL string            // n8n's editor, for execution links
+	CRM          map[string]string // source → order URL template
+}
+
+// Event returns the audit row of an event. Both parts are escaped as path
+// segments, so ids with '/', '%', spaces or any Unicode round-trip.
+func (l Links) Event(source, eventID string) string {
+	return l.BaseURL + "/events/" + url.PathEscape(source) + "/" + url.PathEscape(eventID)
+}
+
+// Error returns the page of an error record.
+func (l Links) Error(id int64) string {
+	return l.BaseURL + "/errors/" + strconv.FormatInt(id, 10)
+}
+
+// Execution returns the service's page of an execution.
+func (l Links) Execution(id string) string {
+	return l.BaseURL + "/executions/" + url.PathEscape(id)
+}
+
+// N8NExecution returns an execution's page in n8n's editor, built from the
+// configured editor URL; without one (or without a workflow id) it falls
+// back to the URL n8n put in the payload, which may be empty.
+func (l Links) N8NExecution(workflowID, executionID, fallback string) string {
+	if l.N8NEditorURL != "" && workflowID != "" && executionID != "" {
+		return l.N8NEditorURL + "/workflow/" + url.PathEscape(workflowID) + "/executions/" + url.PathEscape(executionID)
+	}
+	if strings.HasPrefix(fallback, "http://") || strings.HasPrefix(fallback, "https://") {
+		return fallback
+	}
+	return ""
+}
+
+// CRMOrder returns the CRM's page of an event's order, or "" when the
+// source has no template.
+func (l Links) CRMOrder(source, eventID, item, crmRef string) string {
+	tmpl, ok := l.CRM[source]
+	if !ok {
+		return ""
+	}
+	return expandCRM(tmpl, map[string]string{"source": source, "event_id": eventID, "item": item, "crm_ref": crmRef})
+}
+
+var placeholder = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// expandCRM fills a template's placeholders, each escaped for where it
+// stands: as a query value after the '?', as a path segment before it.
+func expandCRM(tmpl string, vals map[string]string) string {
+	query := strings.IndexByte(tmpl, '?')
+	var b strings.Builder
+	last := 0
+	for _, m := range placeholder.FindAllStringIndex(tmpl, -1) {
+		b.WriteString(tmpl[last:m[0]])
+		v := vals[tmpl[m[0]+1:m[1]-1]]
+		if query >= 0 && m[0] > query {
+			b.WriteString(url.QueryEscape(v))
+		} else {
+			b.WriteString(url.PathEscape(v))
+		}
+		last = m[1]
+	}
+	b.WriteString(tmpl[last:])
+	return b.String()
+}
+
+// ParseCRMLinks reads RETRYAUDIT_CRM_LINKS: source=template pairs separated
+// by commas. A template must be an http(s) URL and may use {source},
+// {event_id}, {item} and {crm_ref}.
+func ParseCRMLinks(s string) (map[string]string, error) {
+	links := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		source, tmpl, ok := strings.Cut(pair, "=")
+		source, tmpl = strings.TrimSpace(source), strings.TrimSpace(tmpl)
+		if !ok || source == "" || tmpl == "" {
+			return nil, fmt.Errorf("%q is not source=URL", pair)
+		}
+		for _, p := range placeholder.FindAllString(tmpl, -1) {
+			switch p {
+			case "{source}", "{event_id}", "{item}", "{crm_ref}":
+			default:
+				return nil, fmt.Errorf("%s: unknown placeholder %s (use {source}, {event_id}, {item}, {crm_ref})", source, p)
+			}
+		}
+		u, err := url.Parse(expandCRM(tmpl, map[string]string{}))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: %q is not an http(s) URL", source, tmpl)
+		}
+		links[source] = tmpl
+	}
+	return links, nil
+}

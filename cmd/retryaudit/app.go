@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// app is the wiring shared by the commands: the store and the clients of
+// what the configuration names.
+type app struct {
+	cfg     config
+	store   *audit.Store
+	log     *slog.Logger
+	metrics *audit.Metrics
+}
+
+// openApp opens the store with the configuration's settings. exclusive
+// locks a SQLite file for this process (serve).
+func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.Metrics, exclusive bool) (*app, error) {
+	a := &app{cfg: cfg, log: log, metrics: metrics}
+	var err error
+	a.store, err = audit.Open(ctx, audit.Options{
+		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
+		Metrics: metrics, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) links(base string) audit.Links {
+	return audit.Links{BaseURL: base, N8NEditorURL: a.cfg.N8NEditorURL, CRM: a.cfg.CRMLinks}
+}
+
+// jobs are the background loops of one serve process.
+type jobs struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (j *jobs) stop() {
+	j.cancel()
+	j.wg.Wait()
+}
+
+// every runs fn at each interval until ctx ends, logging failures when they
+// start and when they end rather than at every tick.
+func (j *jobs) every(ctx context.Context, log *slog.Logger, name string, interval time.Duration, fn func(context.Context) error) {
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		failing := false
+		for {
+			err := fn(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil && !failing:
+				log.Warn("background job failing", "job", name, "err", err)
+				failing = true
+			case err == nil && failing:
+				log.Info("background job recovered", "job", name)
+				failing = false
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (a *app) startJobs(ctx context.Context, cfg config, base string) *jobs {
+	ctx, cancel := context.WithCancel(ctx)
+	j := &jobs{cancel: cancel}
+	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
+		_, err := a.store.DetectStale(ctx)
+		return err
+	})
+	return j
+}

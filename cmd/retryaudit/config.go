@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// config is the whole configuration, read from RETRYAUDIT_* variables once at
+// start. Secrets may come from a file named by the variable with _FILE.
+type config struct {
+	Addr             string
+	BaseURL          string
+	DatabaseURL      string
+	DataDir          string
+	Token            string
+	MaxBody          int64
+	ReviewAfter      time.Duration
+	Retention        time.Duration
+	PayloadRetention time.Duration
+	MetricsAddr      string
+	LogLevel         slog.Level
+
+	N8NEditorURL string
+	N8NAPIURL    string
+	N8NAPIKey    string
+	N8NPoll      time.Duration
+
+	SlackBotToken   string
+	SlackChannel    string
+	SlackWebhookURL string
+	SlackAPIURL     string
+	CRMLinks        map[string]string
+
+	UIUsers       map[string][]byte // name → bcrypt hash
+	UITrustHeader string
+}
+
+// minRetention is the shortest RETRYAUDIT_RETENTION allowed: senders
+// redeliver for days, and a key forgotten too early lets a late redelivery
+// through as a new event.
+const minRetention = 72 * time.Hour
+
+// envReader reads variables and collects every problem, so that one start
+// names all of them.
+type envReader struct {
+	getenv func(string) string
+	errs   []string
+}
+
+func (e *envReader) fail(name, format string, args ...any) {
+	e.errs = append(e.errs, name+": "+fmt.Sprintf(format, args...))
+}
+
+func (e *envReader) str(name, def string) string {
+	if v := strings.TrimSpace(e.getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// secret reads NAME, or the file NAME_FILE names (trailing newline trimmed).
+func (e *envReader) secret(name string) string {
+	v, file := e.getenv(name), e.getenv(name+"_FILE")
+	switch {
+	case v != "" && file != "":
+		e.fail(name, "set either %s or %s_FILE, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			e.fail(name+"_FILE", "cannot read %s: %v", file, err)
+			return ""
+		}
+		return strings.TrimRight(string(b), "\r\n")
+	}
+	return strings.TrimSpace(v)
+}
+
+func (e *envReader) duration(name string, def time.Duration) time.Duration {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	d, err := parseDuration(v)
+	if err != nil || d <= 0 {
+		e.fail(name, "%q is not a positive duration (examples: 90s, 15m, 12h, 30d)", v)
+		return def
+	}
+	return d
+}
+
+// parseDuration accepts Go durations and whole days ("30d").
+func parseDuration(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, err
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
+}
+
+func (e *envReader) httpURL(name, v string) string {
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		e.fail(name, "%q is not an http(s) URL", v)
+		return ""
+	}
+	return strings.TrimRight(v, "/")
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	e := &envReader{getenv: getenv}
+	c := config{
+		Addr:             e.str("RETRYAUDIT_ADDR", "127.0.0.1:8080"),
+		DatabaseURL:      e.secret("RETRYAUDIT_DATABASE_URL"),
+		DataDir:          e.str("RETRYAUDIT_DATA_DIR", "./data"),
+		Token:            e.secret("RETRYAUDIT_TOKEN"),
+		ReviewAfter:      e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
+		Retention:        e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
+		PayloadRetention: e.duration("RETRYAUDIT_PAYLOAD_RETENTION", 14*24*time.Hour),
+		MetricsAddr:      e.str("RETRYAUDIT_METRICS_ADDR", ""),
+		N8NAPIKey:        e.secret("RETRYAUDIT_N8N_API_KEY"),
+		N8NPoll:          e.duration("RETRYAUDIT_N8N_POLL", time.Minute),
+		SlackBotToken:    e.secret("RETRYAUDIT_SLACK_BOT_TOKEN"),
+		SlackChannel:     e.str("RETRYAUDIT_SLACK_CHANNEL", ""),
+		SlackWebhookURL:  e.secret("RETRYAUDIT_SLACK_WEBHOOK_URL"),
+		UITrustHeader:    e.str("RETRYAUDIT_UI_TRUST_HEADER", ""),
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		e.fail("RETRYAUDIT_ADDR", "%q is not host:port", c.Addr)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			e.fail("RETRYAUDIT_METRICS_ADDR", "%q is not host:port", c.MetricsAddr)
+		}
+	}
+	c.BaseURL = e.httpURL("RETRYAUDIT_BASE_URL", e.str("RETRYAUDIT_BASE_URL", "")) // default: the listener
+	c.N8NEditorURL = e.httpURL("RETRYAUDIT_N8N_EDITOR_URL", e.str("RETRYAUDIT_N8N_EDITOR_URL", ""))
+	c.N8NAPIURL = e.httpURL("RETRYAUDIT_N8N_API_URL", e.str("RETRYAUDIT_N8N_API_URL", ""))
+	c.SlackAPIURL = e.httpURL("RETRYAUDIT_SLACK_API_URL", e.str("RETRYAUDIT_SLACK_API_URL", ""))
+	c.MaxBody = e.size("RETRYAUDIT_MAX_BODY", 1<<20)
+	c.LogLevel = e.logLevel("RETRYAUDIT_LOG_LEVEL")
+	if c.Retention < minRetention {
+		e.fail("RETRYAUDIT_RETENTION", "%s is under 3 days: senders redeliver for days, and a key "+
+			"forgotten too early lets a late redelivery through as a new event", c.Retention)
+	}
+	if (c.N8NAPIURL == "") != (c.N8NAPIKey == "") {
+		e.fail("RETRYAUDIT_N8N_API_URL", "set both RETRYAUDIT_N8N_API_URL and RETRYAUDIT_N8N_API_KEY, or neither")
+	}
+	switch {
+	case c.SlackBotToken != "" && c.SlackWebhookURL != "":
+		e.fail("RETRYAUDIT_SLACK_BOT_TOKEN", "set either a bot token (with RETRYAUDIT_SLACK_CHANNEL) or RETRYAUDIT_SLACK_WEBHOOK_URL, not both")
+	case c.SlackBotToken != "" && c.SlackChannel == "":
+		e.fail("RETRYAUDIT_SLACK_CHANNEL", "required with RETRYAUDIT_SLACK_BOT_TOKEN (a channel id such as C0123456789)")
+	case c.SlackWebhookURL != "":
+		if u, err := url.Parse(c.SlackWebhookURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+			e.fail("RETRYAUDIT_SLACK_WEBHOOK_URL", "is not an http(s) URL") // the value is a secret: not echoed
+		}
+	}
+	var err error
+	if c.CRMLinks, err = audit.ParseCRMLinks(e.str("RETRYAUDIT_CRM_LINKS", "")); err != nil {
+		e.fail("RETRYAUDIT_CRM_LINKS", "%v", err)
+	}
+	c.UIUsers = e.users("RETRYAUDIT_UI_USERS")
+	if len(e.errs) > 0 {
+		return c, fmt.Errorf("configuration:\n  %s", strings.Join(e.errs, "\n  "))
+	}
+	return c, nil
+}
+
+func (e *envReader) size(name string, def int64) int64 {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		e.fail(name, "%q is not a size (examples: 1048576, 512KiB, 1MiB)", e.getenv(name))
+		return def
+	}
+	return n * mult
+}
+
+func (e *envReader) logLevel(name string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(e.str(name, "info"))); err != nil {
+		e.fail(name, "must be debug, info, warn or error")
+	}
+	return l
+}
+
+// users reads name:bcrypt-hash pairs separated by commas.
+func (e *envReader) users(name string) map[string][]byte {
+	v := e.secret(name)
+	if v == "" {
+		return nil
+	}
+	users := map[string][]byte{}
+	for _, pair := range strings.Split(v, ",") {
+		user, hash, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if !ok || user == "" {
+			e.fail(name, "each entry must be name:bcrypt-hash")
+			continue
+		}
+		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+			e.fail(name, "the hash of %q is not a bcrypt hash (make one with: htpasswd -nbBC 10 %s PASSWORD)", user, user)
+			continue
+		}
+		users[user] = []byte(hash)
+	}
+	return users
+}

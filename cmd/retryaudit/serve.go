@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/handlers"
+)
+
+const serveUsage = `serve listens on RETRYAUDIT_ADDR, applies pending migrations, and runs the
+background jobs: the Slack outbox, the stale detector, n8n reconciliation (when
+the n8n API is configured) and retention. SIGTERM or SIGINT drains in-flight
+requests, stops the jobs and closes the database.`
+
+func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(out, cfg.LogLevel)
+	metrics := audit.NewMetrics()
+	app, err := openApp(ctx, cfg, log, metrics, true)
+	if err != nil {
+		return err
+	}
+	defer app.store.Close()
+	if err := app.store.Migrate(ctx); err != nil {
+		return err
+	}
+	metrics.WatchStore(app.store)
+	token, err := apiToken(cfg, out)
+	if err != nil {
+		return err
+	}
+	ui, err := uiConfig(ctx, cfg, app.store, out)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("RETRYAUDIT_ADDR: %w", err)
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "http://" + ln.Addr().String()
+	}
+	h, err := handlers.New(handlers.Config{
+		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, MaxBody: cfg.MaxBody,
+		ServeMetrics: cfg.MetricsAddr == "", Metrics: metrics, UI: ui, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := newServer(h.Engine())
+	servers := []*http.Server{srv}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	if cfg.MetricsAddr != "" {
+		msrv := newServer(handlers.MetricsHandler(metrics))
+		servers = append(servers, msrv)
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("RETRYAUDIT_METRICS_ADDR: %w", err)
+		}
+		go func() { errc <- msrv.Serve(mln) }()
+	}
+	jobs := app.startJobs(ctx, cfg, cfg.BaseURL)
+	fmt.Fprintf(out, "retryaudit %s serving on %s (%s: %s)\n", version, cfg.BaseURL, app.store.Dialect(), app.store.Where())
+	log.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", app.store.Dialect())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		jobs.stop()
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+	log.Info("shutting down: draining requests")
+	drain, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(drain); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+	}
+	jobs.stop()
+	log.Info("stopped")
+	return nil
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
+func newLogger(out io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+}
+
+// apiToken returns RETRYAUDIT_TOKEN, or the token kept in the data dir,
+// generated at first start and printed once with the header n8n needs.
+func apiToken(cfg config, out io.Writer) (string, error) {
+	if cfg.Token != "" {
+		return cfg.Token, nil
+	}
+	token, created, err := dataSecret(cfg.DataDir, "token")
+	if err != nil {
+		return "", fmt.Errorf("RETRYAUDIT_TOKEN is unset and the generated token is unusable: %w", err)
+	}
+	if created {
+		fmt.Fprintf(out, "retryaudit: generated the API token (kept in %s/token, mode 0600; it is printed only now).\n"+
+			"  In n8n, create a Header Auth credential: name Authorization, value Bearer %s\n", cfg.DataDir, token)
+	}
+	return token, nil
+}

@@ -1,0 +1,78 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+type claimResponse struct {
+	Process             bool            `json:"process"`
+	Decision            audit.Decision  `json:"decision"`
+	Status              audit.Status    `json:"status"`
+	Delivery            audit.Delivery  `json:"delivery"`
+	Deliveries          int             `json:"deliveries"`
+	HolderExecutionID   string          `json:"holder_execution_id"`
+	IdempotencyKey      string          `json:"idempotency_key"`
+	EventURL            string          `json:"event_url"`
+	FingerprintMismatch bool            `json:"fingerprint_mismatch"`
+	Items               []itemClaimJSON `json:"items"`
+	LineageNote         string          `json:"lineage_note,omitempty"`
+}
+
+type itemClaimJSON struct {
+	Item              string         `json:"item"`
+	Process           bool           `json:"process"`
+	Decision          audit.Decision `json:"decision"`
+	Status            audit.Status   `json:"status"`
+	HolderExecutionID string         `json:"holder_execution_id"`
+	IdempotencyKey    string         `json:"idempotency_key"`
+}
+
+// claim answers POST /v1/claims: may this execution act on this event?
+func (h *Handler) claim(c *gin.Context) {
+	o, ok := h.readObject(c)
+	if !ok {
+		return
+	}
+	req := audit.ClaimRequest{
+		Source: o.str("source"), EventID: o.str("event_id"), ExecutionID: o.id("execution_id"),
+		WorkflowID: o.id("workflow_id"), WorkflowName: o.str("workflow_name"), Node: o.str("node"),
+		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
+	}
+	if err := h.invalid(o, req.Validate()); err != nil {
+		h.fail(c, err)
+		return
+	}
+	res, err := h.store.Claim(c.Request.Context(), req)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Set(logDecision, string(res.Decision))
+	out := claimResponse{
+		Process: res.Process, Decision: res.Decision, Status: res.Status, Delivery: res.Delivery,
+		Deliveries: res.Deliveries, HolderExecutionID: res.HolderExecutionID, IdempotencyKey: res.IdempotencyKey,
+		EventURL: h.links.Event(req.Source, req.EventID), FingerprintMismatch: res.FingerprintMismatch,
+		Items: []itemClaimJSON{}, LineageNote: res.LineageNote,
+	}
+	for _, it := range res.Items {
+		out.Items = append(out.Items, itemClaimJSON(it))
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// invalid merges the type errors found while reading the body with the
+// domain's validation, so that one answer names every bad field.
+func (h *Handler) invalid(o *object, validation error) error {
+	if e, ok := validation.(*audit.Error); ok {
+		for k, v := range e.Fields {
+			o.errs.Add(k, v)
+		}
+	} else if validation != nil {
+		return validation
+	}
+	return o.errs.Err()
+}

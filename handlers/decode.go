@@ -1,0 +1,156 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// readBody reads the request body up to the configured limit. Over it, it
+// answers 413 itself and returns false.
+func (h *Handler) readBody(c *gin.Context) ([]byte, bool) {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, h.cfg.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.apiError(c, http.StatusRequestEntityTooLarge, "body_too_large",
+			fmt.Sprintf("the body is larger than %d bytes (RETRYAUDIT_MAX_BODY)", h.cfg.MaxBody), nil)
+		return nil, false
+	case err != nil:
+		h.apiError(c, http.StatusBadRequest, "invalid_body", "the body could not be read", nil)
+		return nil, false
+	}
+	return raw, true
+}
+
+// readObject reads the body as exactly one JSON object. On bad JSON it
+// answers 400 itself and returns false.
+func (h *Handler) readObject(c *gin.Context) (*object, bool) {
+	raw, ok := h.readBody(c)
+	if !ok {
+		return nil, false
+	}
+	var fields map[string]json.RawMessage
+	if err := decodeOne(raw, &fields); err != nil || fields == nil {
+		h.apiError(c, http.StatusBadRequest, "invalid_json", "the body must be one JSON object: "+jsonProblem(err), nil)
+		return nil, false
+	}
+	return &object{fields: fields, errs: audit.FieldErrors{}}, true
+}
+
+// decodeOne decodes exactly one JSON value: trailing data is an error.
+func decodeOne(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return "null is not an object"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err)
+	case errors.As(err, &typ):
+		return "a JSON " + typ.Value + " is not an object"
+	case errors.Is(err, io.EOF):
+		return "the body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends too early"
+	}
+	return err.Error()
+}
+
+// object reads the fields of a JSON object one by one, so that every field
+// with the wrong type is named, not only the first. Unknown fields are
+// ignored; absent and null fields read as empty.
+type object struct {
+	fields map[string]json.RawMessage
+	errs   audit.FieldErrors
+}
+
+func (o *object) present(name string) (json.RawMessage, bool) {
+	raw, ok := o.fields[name]
+	if !ok || string(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+// str reads a string field.
+func (o *object) str(name string) string {
+	raw, ok := o.present(name)
+	if !ok {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		o.errs.Add(name, "must be a string")
+	}
+	return s
+}
+
+// id reads an id sent as a string or as a JSON integer (n8n sends both).
+func (o *object) id(name string) string {
+	raw, ok := o.present(name)
+	if !ok {
+		return ""
+	}
+	s, err := idValue(raw)
+	if err != nil {
+		o.errs.Add(name, "must be a string or an integer")
+	}
+	return s
+}
+
+func idValue(raw json.RawMessage) (string, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+// ids reads an array of ids (strings or integers).
+func (o *object) ids(name string) []string {
+	raw, ok := o.present(name)
+	if !ok {
+		return nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		o.errs.Add(name, "must be an array of strings")
+		return nil
+	}
+	out := make([]string, 0, len(elems))
+	for i, e := range elems {
+		s, err := idValue(e)
+		if err != nil {
+			o.errs.Add(fmt.Sprintf("%s[%d]", name, i), "must be a string")
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// apiErrorBody is the one shape of every /v1 error:
+// {"error":{"code":"…","message":"…","fields":{…}}}.
+type apiErrorBody struct {
+	Error apiErrorDetail `json:"error"`
+}
+
+type apiErrorDetail struct {
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+	Status  string            `json:"status,omitempty"` // an entry's current status, for conflicts
+}
+
+// status maps a domain error's code to an HTTP status and an error code.
+// It is the only place that does.
+func status(code audit.Code) (int, string) {
+	switch code {
+	case audit.CodeInvalid:
+		return http.StatusUnprocessableEntity, "validation_failed"
+	case audit.CodeNotFound:
+		return http.StatusNotFound, "not_found"
+	case audit.CodeConflict:
+		return http.StatusConflict, "conflict"
+	case audit.CodeUnavailable:
+		return http.StatusServiceUnavailable, "unavailable"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// fail answers a /v1 request with the error err names.
+func (h *Handler) fail(c *gin.Context, err error) {
+	var e *audit.Error
+	errors.As(err, &e)
+	code, name := status(audit.ErrorCode(err))
+	d := apiErrorDetail{Code: name}
+	switch {
+	case code == http.StatusServiceUnavailable:
+		c.Header("Retry-After", "5")
+		d.Message = "the database is unavailable; nothing was recorded, try again"
+		h.log.Warn("database unavailable", "route", c.FullPath(), "err", err)
+	case code == http.StatusInternalServerError:
+		d.Message = "internal error; nothing was recorded"
+		h.log.Error("internal error", "route", c.FullPath(), "err", err)
+	default:
+		d.Message, d.Fields, d.Status = e.Message, e.Fields, string(e.Status)
+	}
+	c.AbortWithStatusJSON(code, apiErrorBody{Error: d})
+}
+
+func (h *Handler) apiError(c *gin.Context, code int, name, message string, fields map[string]string) {
+	c.AbortWithStatusJSON(code, apiErrorBody{Error: apiErrorDetail{Code: name, Message: message, Fields: fields}})
+}
+
+// notFound answers an unknown route: JSON under /v1, a page elsewhere.
+func (h *Handler) notFound(c *gin.Context) {
+	if strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		h.apiError(c, http.StatusNotFound, "not_found", "no such endpoint: "+c.Request.Method+" "+c.Request.URL.Path, nil)
+		return
+	}
+	h.pageError(c, http.StatusNotFound, "Not found", "There is no page here.")
+}

@@ -1,0 +1,134 @@
+// Package handlers is retryaudit's HTTP surface: the /v1 API that n8n calls,
+// the audit pages people read, health checks and metrics.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// Config is what the handlers need; cmd/retryaudit fills it.
+type Config struct {
+	Store   *audit.Store
+	Links   audit.Links
+	Token   string // the /v1 bearer token
+	MaxBody int64  // bytes
+	// ServeMetrics exposes /metrics on this router (when no separate
+	// metrics listener is configured).
+	ServeMetrics bool
+	Metrics      *audit.Metrics
+	UI           UIConfig
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Handler serves every route.
+type Handler struct {
+	cfg   Config
+	store *audit.Store
+	links audit.Links
+	log   *slog.Logger
+	pages *pages
+}
+
+// New checks the configuration and prepares what can fail (templates),
+// so that a broken setup stops the start, not the first request.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger}
+	var err error
+	if h.pages, err = newPages(cfg); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Engine returns a gin engine with every route. Paths are matched escaped
+// and parameters unescaped after, so an event id holding '/' or '%' (sent
+// as %2F, %25) stays one path segment.
+func (h *Handler) Engine() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.UseEscapedPath = true
+	r.UnescapePathValues = true
+	r.RemoveExtraSlash = false
+	r.RedirectTrailingSlash = false
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(h.recover, h.observe)
+	r.NoRoute(func(c *gin.Context) { h.notFound(c) })
+	r.NoMethod(func(c *gin.Context) {
+		h.apiError(c, http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed here", nil)
+	})
+	h.Register(r)
+	return r
+}
+
+// Register is the route table.
+func (h *Handler) Register(r gin.IRouter) {
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", h.readyz)
+	if h.cfg.ServeMetrics && h.cfg.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(MetricsHandler(h.cfg.Metrics)))
+	}
+
+	v1 := r.Group("/v1", h.bearer, h.apiTimeout)
+	v1.POST("/claims", h.claim)
+	v1.POST("/outcomes", h.outcome)
+	v1.GET("/events", h.listEvents)
+	v1.GET("/events/:source/*event_id", h.getEvent)
+	v1.POST("/n8n/errors", h.n8nError)
+
+	h.registerPages(r)
+}
+
+// MetricsHandler serves the metrics' registry.
+func MetricsHandler(m *audit.Metrics) http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// apiTimeout bounds the time a /v1 request may wait for the database: an
+// answer of 503 is better than n8n waiting for its own timeout.
+func (h *Handler) apiTimeout(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+func (h *Handler) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// readyz answers 200 when the database answers and its schema is current.
+func (h *Handler) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	if err := h.store.Ping(ctx); err != nil {
+		c.Header("Retry-After", "5")
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "database does not answer"})
+		return
+	}
+	current, err := h.store.SchemaCurrent(ctx)
+	if err != nil || !current {
+		c.Header("Retry-After", "5")
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "schema is not current: run retryaudit migrate"})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "database": h.store.Dialect()})
+}
