@@ -261,6 +261,15 @@ func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, even
 	return linked, nil
 }
 
+// KnownError reports whether an error with this dedupe key is recorded
+// (for an execution: "exec:" and its id).
+func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) {
+	var known bool
+	err := s.get(ctx, s.db, &known, "read error",
+		`SELECT EXISTS (SELECT 1 FROM n8n_errors WHERE dedupe_key = ?)`, dedupeKey)
+	return known, err
+}
+
 // Error returns one error record.
 func (s *Store) Error(ctx context.Context, id int64) (ErrorRecord, error) {
 	var e ErrorRecord

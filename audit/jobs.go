@@ -1,0 +1,48 @@
+package audit
+
+import (
+	"context"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// TakeLease makes owner the holder of the named background job until ttl
+// from now, if nobody else holds it: several instances on one database run
+// each job once. The holder renews by taking it again.
+func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	now := s.now()
+	var held bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var got string
+		var err error
+		held, err = s.namedGet(ctx, tx, &got, "take lease", `INSERT INTO job_leases (name, owner, lease_until)
+			VALUES (:name, :owner, :until)
+			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+			WHERE job_leases.owner = excluded.owner OR job_leases.lease_until < :now
+			RETURNING owner`, map[string]any{"name": name, "owner": owner, "until": s.d.t(now.Add(ttl)), "now": s.d.t(now)})
+		return err
+	})
+	return held, err
+}
+
+// State returns a value a background job kept, or "" when none is kept.
+func (s *Store) State(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.get(ctx, s.db, &v, "read state", `SELECT value FROM service_state WHERE name = ?`, name)
+	if isNoRows(err) {
+		return "", nil
+	}
+	return v, err
+}
+
+// SetState keeps a value for a background job.
+func (s *Store) SetState(ctx context.Context, name, value string) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "write state", `INSERT INTO service_state (name, value, updated_at)
+			VALUES (:name, :value, :now)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+			map[string]any{"name": name, "value": value, "now": s.d.t(s.now())})
+		return err
+	})
+}
