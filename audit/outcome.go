@@ -222,10 +222,10 @@ func reporterMessage(req OutcomeRequest, holder string, chain []string) string {
 	switch {
 	case req.ExecutionID == "":
 		msg += " (no execution named)"
+	case len(chain) > 1 && (req.ExecutionID == holder || slices.Contains(chain[1:], holder)):
+		msg += fmt.Sprintf(" by retry %s of %s", req.ExecutionID, chain[len(chain)-1])
 	case req.ExecutionID == holder || holder == "":
 		msg += " by " + req.ExecutionID
-	case slices.Contains(chain[1:], holder):
-		msg += fmt.Sprintf(" by retry %s of %s", req.ExecutionID, holder)
 	default:
 		msg += fmt.Sprintf(" by %s, which does not hold the entry (holder %s)", req.ExecutionID, holder)
 	}

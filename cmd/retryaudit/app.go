@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
@@ -14,19 +19,26 @@ import (
 type app struct {
 	cfg     config
 	store   *audit.Store
+	n8n     *n8n.Client // nil without RETRYAUDIT_N8N_API_URL
 	log     *slog.Logger
 	metrics *audit.Metrics
+	owner   string // this process, for leases
 }
 
 // openApp opens the store with the configuration's settings. exclusive
 // locks a SQLite file for this process (serve).
 func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.Metrics, exclusive bool) (*app, error) {
-	a := &app{cfg: cfg, log: log, metrics: metrics}
-	var err error
-	a.store, err = audit.Open(ctx, audit.Options{
+	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
+	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
 		Metrics: metrics, Logger: log,
-	})
+	}
+	if cfg.N8NAPIURL != "" {
+		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
+		opts.Lookup = a.n8n
+	}
+	var err error
+	a.store, err = audit.Open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -83,5 +95,18 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) *jobs {
 		_, err := a.store.DetectStale(ctx)
 		return err
 	})
+	if a.n8n != nil {
+		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Owner: a.owner,
+			Grace: time.Minute, Lease: 5 * time.Minute}
+		j.every(ctx, a.log, "n8n reconciliation", cfg.N8NPoll, r.Run)
+	}
 	return j
+}
+
+// instanceName names this process in leases: host, pid and a random part.
+func instanceName() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
