@@ -41,11 +41,14 @@ type Alert struct {
 	Message      string    `json:"message,omitempty"`
 	// What a follow-up reports: the history line's kind, decision,
 	// delivery and who acted.
-	News     string    `json:"news,omitempty"`
-	Decision string    `json:"decision,omitempty"`
-	Delivery string    `json:"delivery,omitempty"`
-	Actor    string    `json:"actor,omitempty"`
-	At       time.Time `json:"at"`
+	News     string `json:"news,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Delivery string `json:"delivery,omitempty"`
+	Actor    string `json:"actor,omitempty"`
+	// Resolution says what settled the event, when a thread's first
+	// message is brought up to date.
+	Resolution string    `json:"resolution,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // HasEvent reports whether the alert is about an event (not an unlinked
@@ -121,6 +124,17 @@ func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h Hist
 	if h.ErrorID != nil {
 		a.ErrorID = *h.ErrorID
 	}
+	// An outcome report or the stale detector says less about the execution
+	// than its claim did: fill in what the service knows of it.
+	if a.ExecutionID != "" && a.WorkflowID == "" {
+		var x Execution
+		err := s.get(ctx, tx, &x, "read execution", selectExecution+` WHERE execution_id = ?`, a.ExecutionID)
+		if err != nil && !isNoRows(err) {
+			return Alert{}, err
+		}
+		a.WorkflowID, a.WorkflowName, a.N8NURL = x.WorkflowID, firstNonEmpty(a.WorkflowName, x.WorkflowName), x.URL
+		a.RetryOf = firstNonEmpty(a.RetryOf, x.RetryOf)
+	}
 	return a, nil
 }
 
@@ -158,4 +172,45 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 		"event_id": a.EventID, "error_id": errorID, "payload": string(payload),
 	})
 	return err
+}
+
+// CurrentAlert returns a thread's first alert brought up to date: the
+// event's status now, and the outcome or resolution that settled it.
+func (s *Store) CurrentAlert(ctx context.Context, root Alert) (Alert, error) {
+	if !root.HasEvent() {
+		return root, nil
+	}
+	a := root
+	var ev struct {
+		Status     Status    `db:"status"`
+		UpdatedAt  time.Time `db:"updated_at"`
+		Deliveries int       `db:"deliveries"`
+		CRMRef     string    `db:"crm_ref"`
+	}
+	err := s.get(ctx, s.db, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
+		FROM webhook_events WHERE source = ? AND event_id = ?`, root.Source, root.EventID)
+	if isNoRows(err) {
+		a.Resolution = "the event is no longer in the ledger"
+		return a, nil
+	}
+	if err != nil {
+		return a, err
+	}
+	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
+	var last HistoryLine
+	err = s.get(ctx, s.db, &last, "read history", `SELECT id, source, event_id, item, at, kind, execution_id,
+		retry_of, workflow_id, workflow_name, node, decision, delivery, status, actor, message, error_id
+		FROM event_history WHERE source = ? AND event_id = ? AND kind IN ('outcome', 'resolution')
+		ORDER BY id DESC LIMIT 1`, root.Source, root.EventID)
+	switch {
+	case isNoRows(err):
+		return a, nil
+	case err != nil:
+		return a, err
+	case last.Kind == KindResolution:
+		a.Resolution = "Resolved " + last.Decision + " by " + last.Actor + ": " + last.Message
+	default:
+		a.Resolution = "Reported " + last.Message
+	}
+	return a, nil
 }

@@ -59,9 +59,13 @@ const leaseOutboxQuery = `SELECT o.id FROM outbox o
 		AND p.state IN ('pending', 'sending'))
 	ORDER BY o.id LIMIT :limit`
 
+// leaseOutboxStatement leases the rows pick selects. pick is materialized
+// first: as a plain subquery of the UPDATE, PostgreSQL may run it once per
+// row and lease more rows than its LIMIT.
 func leaseOutboxStatement(pick string) string {
-	return `UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1
-	WHERE id IN (` + pick + `)
+	return `WITH picked AS MATERIALIZED (` + pick + `)
+	UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1
+	WHERE id IN (SELECT id FROM picked)
 	AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
 	RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
 	attempts, last_error, sent_at, channel, ts, lease_owner`

@@ -12,6 +12,8 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/n8n"
+	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/templates"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
@@ -55,6 +57,15 @@ type jobs struct {
 	wg     sync.WaitGroup
 }
 
+// run runs fn until ctx ends.
+func (j *jobs) run(ctx context.Context, fn func(context.Context) error) {
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		fn(ctx)
+	}()
+}
+
 func (j *jobs) stop() {
 	j.cancel()
 	j.wg.Wait()
@@ -88,9 +99,19 @@ func (j *jobs) every(ctx context.Context, log *slog.Logger, name string, interva
 	}()
 }
 
-func (a *app) startJobs(ctx context.Context, cfg config, base string) *jobs {
+func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, error) {
+	renderer, err := notify.NewRenderer(templates.FS, a.links(base), nil)
+	if err != nil {
+		return nil, err
+	}
+	notifier := newNotifier(cfg)
+	if notifier == nil {
+		a.log.Warn("Slack is not configured: alerts are recorded, not sent (" + notify.NotConfigured + ")")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &jobs{cancel: cancel}
+	worker := &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log, Owner: a.owner}
+	j.run(ctx, worker.Run)
 	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
 		_, err := a.store.DetectStale(ctx)
 		return err
@@ -100,7 +121,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) *jobs {
 			Grace: time.Minute, Lease: 5 * time.Minute}
 		j.every(ctx, a.log, "n8n reconciliation", cfg.N8NPoll, r.Run)
 	}
-	return j
+	return j, nil
 }
 
 // instanceName names this process in leases: host, pid and a random part.

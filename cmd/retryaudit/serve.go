@@ -62,6 +62,11 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		ln.Close()
 		return err
 	}
+	jobs, err := app.startJobs(ctx, cfg, cfg.BaseURL)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := newServer(h.Engine())
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
@@ -72,11 +77,11 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			srv.Close()
+			jobs.stop()
 			return fmt.Errorf("RETRYAUDIT_METRICS_ADDR: %w", err)
 		}
 		go func() { errc <- msrv.Serve(mln) }()
 	}
-	jobs := app.startJobs(ctx, cfg, cfg.BaseURL)
 	fmt.Fprintf(out, "retryaudit %s serving on %s (%s: %s)\n", version, cfg.BaseURL, app.store.Dialect(), app.store.Where())
 	log.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", app.store.Dialect())
 

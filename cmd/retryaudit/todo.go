@@ -11,14 +11,9 @@ import (
 )
 
 const checkUsage = ""
-const slackTestUsage = ""
 
 func check(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) error {
 	return errors.New("check: not built yet")
-}
-
-func slackTest(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) error {
-	return errors.New("slack-test: not built yet")
 }
 
 func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (handlers.UIConfig, error) {
