@@ -279,3 +279,54 @@ func (s *Store) Error(ctx context.Context, id int64) (ErrorRecord, error) {
 	}
 	return e, err
 }
+
+// ErrorFilter selects errors for a list.
+type ErrorFilter struct {
+	Kind   string // one kind, or "" for every kind but the editor's test payloads
+	Before int64  // the last id of the previous page
+	Limit  int
+}
+
+// Errors lists error records, newest first, and returns the cursor of the
+// next page (0 on the last).
+func (s *Store) Errors(ctx context.Context, f ErrorFilter) ([]ErrorRecord, int64, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	before := f.Before
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	var recs []ErrorRecord
+	err := s.selectAll(ctx, s.db, &recs, "list errors", selectError+`
+		WHERE id < ? AND ((? = '' AND kind <> 'test_payload') OR kind = ?)
+		ORDER BY id DESC LIMIT ?`, before, f.Kind, f.Kind, f.Limit+1)
+	if err != nil || len(recs) <= f.Limit {
+		return recs, 0, err
+	}
+	return recs[:f.Limit], recs[f.Limit-1].ID, nil
+}
+
+// ErrorCounts returns how many errors of each kind are recorded.
+func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		Kind string `db:"kind"`
+		N    int    `db:"n"`
+	}
+	if err := s.selectAll(ctx, s.db, &rows, "count errors",
+		`SELECT kind, count(*) AS n FROM n8n_errors GROUP BY kind`); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.Kind] = r.N
+	}
+	return out, nil
+}
+
+// ExecutionErrors returns the errors of one execution.
+func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]ErrorRecord, error) {
+	var recs []ErrorRecord
+	err := s.selectAll(ctx, s.db, &recs, "read errors", selectError+` WHERE execution_id = ? ORDER BY id`, id)
+	return recs, err
+}

@@ -78,6 +78,11 @@ func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
 	// n8n 2.41 drops trigger.error.message when it serialises the item; the
 	// error workflow sends it beside the item as "message".
 	r.Message = firstNonEmpty(str(errObj["message"]), str(v["message"]), str(errObj["description"]))
+	// n8n's HTTP node says "The service was not able to process your
+	// request" and keeps what the server said in the description.
+	if desc := str(errObj["description"]); desc != "" && desc != r.Message {
+		r.Message += ": " + desc
+	}
 	if r.Message == "" {
 		r.Message = defaultMessage(r.Kind, v)
 	}

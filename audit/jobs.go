@@ -2,6 +2,8 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -45,4 +47,28 @@ func (s *Store) SetState(ctx context.Context, name, value string) error {
 			map[string]any{"name": name, "value": value, "now": s.d.t(s.now())})
 		return err
 	})
+}
+
+// Secret returns a random secret shared by every instance on the database
+// (the pages' CSRF key), creating it on first use.
+func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	key := "secret." + name
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "create secret", `INSERT INTO service_state (name, value, updated_at)
+			VALUES (:name, :value, :now) ON CONFLICT (name) DO NOTHING`,
+			map[string]any{"name": key, "value": hex.EncodeToString(fresh), "now": s.d.t(s.now())})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.State(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return hex.DecodeString(v)
 }

@@ -232,3 +232,19 @@ func (s *Store) Lineage(ctx context.Context, id string) (Execution, []Execution,
 
 const selectExecution = `SELECT execution_id, workflow_id, workflow_name, mode, retry_of, root_execution_id,
 	n8n_url, lineage_note, first_seen_at, last_seen_at FROM executions`
+
+// TouchedEvent is an event an execution touched, and how.
+type TouchedEvent struct {
+	EventKey
+	Role     string    `db:"role"`
+	Delivery string    `db:"delivery"`
+	At       time.Time `db:"first_seen_at"`
+}
+
+// ExecutionEvents returns the events an execution touched.
+func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]TouchedEvent, error) {
+	var out []TouchedEvent
+	err := s.selectAll(ctx, s.db, &out, "read touched events", `SELECT source, event_id, role, delivery,
+		first_seen_at FROM event_executions WHERE execution_id = ? ORDER BY first_seen_at`, id)
+	return out, err
+}

@@ -31,11 +31,12 @@ type Config struct {
 
 // Handler serves every route.
 type Handler struct {
-	cfg   Config
-	store *audit.Store
-	links audit.Links
-	log   *slog.Logger
-	pages *pages
+	cfg    Config
+	store  *audit.Store
+	links  audit.Links
+	log    *slog.Logger
+	pages  *pages
+	signIn *signIn
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -50,7 +51,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
-	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger}
+	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger,
+		signIn: &signIn{cfg: cfg.UI, ok: map[[32]byte]bool{}}}
 	var err error
 	if h.pages, err = newPages(cfg); err != nil {
 		return nil, err

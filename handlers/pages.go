@@ -1,25 +1,170 @@
 package handlers
 
 import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io/fs"
 	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/templates"
 )
 
-// ctxUser is the context key of the signed-in person's name.
-const ctxUser = "retryaudit.user"
+// pageNames are the page templates; each is parsed with layout.html.
+var pageNames = []string{"events", "event", "review", "execution", "errors", "error", "message"}
 
-// UIConfig configures who may read the pages.
-type UIConfig struct{}
-
-type pages struct{}
-
-func newPages(cfg Config) (*pages, error) { return &pages{}, nil }
-
-func (h *Handler) registerPages(r gin.IRouter) {}
-
-func (h *Handler) pageError(c *gin.Context, code int, title, message string) {
-	c.String(code, title+": "+message)
+// pages holds the parsed templates.
+type pages struct {
+	tmpl map[string]*template.Template
+	css  []byte
 }
 
-var _ = http.StatusOK
+func newPages(cfg Config) (*pages, error) {
+	links := cfg.Links
+	paths := audit.Links{} // links within the service stay relative
+	funcs := template.FuncMap{
+		"time": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+		},
+		"ago":       func(t time.Time) string { return humanSince(cfg.Now(), t) + " ago" },
+		"since":     func(t time.Time) string { return humanSince(cfg.Now(), t) },
+		"eventPath": paths.Event,
+		"execPath":  paths.Execution,
+		"errorPath": paths.Error,
+		"n8nURL":    links.N8NExecution,
+		"crmURL":    links.CRMOrder,
+		"short":     shorten,
+		"idemKey":   audit.IdempotencyKey,
+		"resolveForm": func(path, csrf, item string, prior any) formView {
+			v := formView{Path: path, CSRF: csrf, Item: item}
+			if f, ok := prior.(resolveForm); ok && f.Item == item {
+				v.To, v.Note = f.To, f.Note
+			}
+			return v
+		},
+	}
+	p := &pages{tmpl: map[string]*template.Template{}}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templates.FS, "layout.html", name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("handlers: parse page %s: %w", name, err)
+		}
+		p.tmpl[name] = t
+	}
+	css, err := fs.ReadFile(templates.FS, "static/style.css")
+	if err != nil {
+		return nil, fmt.Errorf("handlers: stylesheet: %w", err)
+	}
+	p.css = css
+	return p, nil
+}
+
+// formView is what the resolution form gets.
+type formView struct {
+	Path, CSRF, Item, To, Note string
+}
+
+// view is what every page template gets: the page's own data in Data.
+type view struct {
+	Title   string
+	Nav     string
+	User    string
+	CSRF    string
+	Review  int // the review queue's size, for the navigation
+	Notice  string
+	Problem string
+	Data    any
+}
+
+func (h *Handler) registerPages(r gin.IRouter) {
+	r.GET("/static/style.css", func(c *gin.Context) {
+		pageHeaders(c)
+		c.Header("Cache-Control", "public, max-age=3600")
+		c.Data(http.StatusOK, "text/css; charset=utf-8", h.pages.css)
+	})
+	p := r.Group("/", h.requireUser)
+	p.GET("/", h.eventsPage)
+	p.GET("/events/:source/*event_id", h.eventPage)
+	p.POST("/events/:source/*event_id", h.resolve)
+	p.GET("/review", h.reviewPage)
+	p.GET("/executions/:id", h.executionPage)
+	p.GET("/errors", h.errorsPage)
+	p.GET("/errors/:id", h.errorPage)
+}
+
+// render writes a page. It renders into a buffer first, so that a failing
+// template answers 500, not half a page.
+func (h *Handler) render(c *gin.Context, code int, name string, v view) {
+	v.User = c.GetString(ctxUser)
+	if v.User != "" {
+		v.CSRF = h.csrfToken(v.User)
+		if st, err := h.store.Stats(c.Request.Context()); err == nil {
+			v.Review = st.ReviewQueue
+		}
+	}
+	var b bytes.Buffer
+	if err := h.pages.tmpl[name].ExecuteTemplate(&b, "layout", v); err != nil {
+		h.log.Error("render page", "page", name, "err", err)
+		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("internal error"))
+		return
+	}
+	c.Data(code, "text/html; charset=utf-8", b.Bytes())
+}
+
+// pageError answers a page request with an error page.
+func (h *Handler) pageError(c *gin.Context, code int, title, message string) {
+	pageHeaders(c)
+	h.render(c, code, "message", view{Title: title, Data: message})
+	c.Abort()
+}
+
+// pageFail answers a page request whose store call failed.
+func (h *Handler) pageFail(c *gin.Context, err error) {
+	code, _ := status(audit.ErrorCode(err))
+	switch code {
+	case http.StatusNotFound:
+		h.pageError(c, code, "Not found", strings.TrimPrefix(err.Error(), "audit: "))
+	case http.StatusUnprocessableEntity:
+		h.pageError(c, code, "Invalid request", strings.TrimPrefix(err.Error(), "audit: "))
+	case http.StatusServiceUnavailable:
+		c.Header("Retry-After", "5")
+		h.log.Warn("database unavailable", "route", c.FullPath(), "err", err)
+		h.pageError(c, code, "Database unavailable", "The database does not answer. Nothing was changed; try again in a moment.")
+	default:
+		h.log.Error("internal error", "route", c.FullPath(), "err", err)
+		h.pageError(c, http.StatusInternalServerError, "Internal error", "Something went wrong; nothing was changed.")
+	}
+}
+
+func shorten(n int, s string) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// humanSince says how long ago t was, coarsely.
+func humanSince(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %02dh", int(d.Hours())/24, int(d.Hours())%24)
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/handlers"
+)
+
+// uiConfig says who may read the pages: the users of RETRYAUDIT_UI_USERS,
+// the proxy's header of RETRYAUDIT_UI_TRUST_HEADER, or else one admin whose
+// password is generated at first start, kept in the data dir and printed
+// once. The CSRF key lives in the database, so that instances share it.
+func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (handlers.UIConfig, error) {
+	key, err := s.Secret(ctx, "csrf")
+	if err != nil {
+		return handlers.UIConfig{}, err
+	}
+	ui := handlers.UIConfig{CSRFKey: key, TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers}
+	if ui.TrustHeader != "" || len(ui.Users) > 0 {
+		return ui, nil
+	}
+	pass, created, err := dataSecret(cfg.DataDir, "ui-password")
+	if err != nil {
+		return ui, fmt.Errorf("RETRYAUDIT_UI_USERS is unset and the generated password is unusable: %w", err)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.DefaultCost)
+	if err != nil {
+		return ui, err
+	}
+	ui.Users = map[string][]byte{"admin": hash}
+	if created {
+		fmt.Fprintf(out, "retryaudit: generated the pages' password (kept in %s/ui-password, mode 0600; printed only now).\n"+
+			"  Sign in as admin with %s\n", cfg.DataDir, pass)
+	}
+	return ui, nil
+}

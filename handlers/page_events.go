@@ -1,0 +1,272 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+type eventsData struct {
+	Filter  audit.EventFilter
+	Events  []audit.Event
+	Counts  map[string]int
+	Total   int
+	Next    string // the next page's query string
+	Filters bool   // some filter is set
+}
+
+// eventsPage is the list of events, newest activity first.
+func (h *Handler) eventsPage(c *gin.Context) {
+	f, err := eventFilter(c)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	page, err := h.store.Events(ctx, f)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	counts, err := h.store.StatusCounts(ctx)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	d := eventsData{Filter: f, Events: page.Events, Counts: map[string]int{},
+		Filters: f.Source != "" || f.Status != "" || f.Prefix != "" || f.NeedsReview}
+	for status, n := range counts {
+		d.Counts[string(status)] = n
+		d.Total += n
+	}
+	if page.Next != "" {
+		q := c.Request.URL.Query()
+		q.Set("cursor", page.Next)
+		d.Next = "/?" + q.Encode()
+	}
+	h.render(c, http.StatusOK, "events", view{Title: "Events", Nav: "events", Data: d})
+}
+
+type eventData struct {
+	audit.EventDetail
+	Path       string
+	IdemKey    string
+	CRMURL     string
+	HolderN8N  string
+	Items      []itemRow
+	Timeline   []timelineEntry
+	Executions []executionRow
+	Resolvable bool // the event itself (not its items) can be resolved
+	Form       resolveForm
+}
+
+type itemRow struct {
+	audit.Item
+	IdemKey    string
+	CRMURL     string
+	Resolvable bool
+}
+
+type executionRow struct {
+	audit.EventExecution
+	Chain  string // "6 ← 2": what it retries, up to the root
+	N8NURL string
+}
+
+// timelineEntry is one line of the event's story: a history line or an
+// alert.
+type timelineEntry struct {
+	At          time.Time
+	Kind        string
+	Title       string
+	ExecutionID string
+	Chain       string
+	Workflow    string
+	Node        string
+	Actor       string
+	Message     string
+	Item        string
+	ErrorID     int64
+	N8NURL      string
+	AlertState  string
+	AlertError  string
+}
+
+type resolveForm struct {
+	Item, To, Note string
+}
+
+// eventPage is the audit row: everything about one event.
+func (h *Handler) eventPage(c *gin.Context) {
+	h.showEvent(c, http.StatusOK, "", resolveForm{})
+}
+
+func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resolveForm) {
+	source, eventID := eventKey(c)
+	if err := audit.ValidateKey(source, eventID); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	d, err := h.store.Event(c.Request.Context(), source, eventID)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	data := h.eventData(d)
+	data.Form = form
+	notice := ""
+	switch c.Query("resolved") {
+	case "done":
+		notice = "Marked done. The event's Slack thread hears of it."
+	case "failed":
+		notice = "Marked failed: the next delivery or a Retry in n8n will process it again."
+	}
+	h.render(c, code, "event", view{Title: source + " / " + eventID, Nav: "events", Notice: notice,
+		Problem: problem, Data: data})
+}
+
+func (h *Handler) eventData(d audit.EventDetail) eventData {
+	data := eventData{
+		EventDetail: d,
+		Path:        audit.Links{}.Event(d.Source, d.EventID),
+		IdemKey:     audit.IdempotencyKey(d.Source, d.EventID, ""),
+		CRMURL:      h.links.CRMOrder(d.Source, d.EventID, "", d.CRMRef),
+		Resolvable:  d.Status == audit.StatusProcessing && d.ItemCount == 0,
+	}
+	retryOf := map[string]string{}
+	for _, x := range d.Executions {
+		retryOf[x.ID] = x.RetryOf
+		if x.ID == d.HolderExecutionID {
+			data.HolderN8N = h.links.N8NExecution(x.WorkflowID, x.ID, x.URL)
+		}
+	}
+	for _, x := range d.Executions {
+		data.Executions = append(data.Executions, executionRow{EventExecution: x, Chain: chain(retryOf, x.RetryOf),
+			N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL)})
+	}
+	for _, it := range d.Items {
+		data.Items = append(data.Items, itemRow{Item: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
+			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing})
+	}
+	errURL := map[int64]string{}
+	for _, e := range d.Errors {
+		errURL[e.ID] = h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)
+	}
+	wf := map[string]string{}
+	for _, x := range d.Executions {
+		wf[x.ID] = x.WorkflowID
+	}
+	for _, l := range d.History {
+		e := timelineEntry{At: l.At, Kind: l.Kind, Title: historyTitle(l), ExecutionID: l.ExecutionID,
+			Chain: chain(retryOf, l.RetryOf), Workflow: firstOf(l.WorkflowName, l.WorkflowID), Node: l.Node,
+			Actor: l.Actor, Message: l.Message, Item: l.Item}
+		if l.ErrorID != nil {
+			e.ErrorID, e.N8NURL = *l.ErrorID, errURL[*l.ErrorID]
+		} else if l.ExecutionID != "" {
+			e.N8NURL = h.links.N8NExecution(wf[l.ExecutionID], l.ExecutionID, "")
+		}
+		data.Timeline = append(data.Timeline, e)
+	}
+	for _, a := range d.Alerts {
+		if a.Kind == audit.RowRefresh {
+			continue // bookkeeping of the first message, not news
+		}
+		al, _ := a.Alert()
+		data.Timeline = append(data.Timeline, timelineEntry{At: a.CreatedAt, Kind: "alert",
+			Title: alertTitle(a.Kind, al.Kind), AlertState: a.State, AlertError: a.LastError})
+	}
+	slices.SortStableFunc(data.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
+	return data
+}
+
+// chain renders what an execution retries, up to the root: "6 ← 2".
+func chain(retryOf map[string]string, parent string) string {
+	var parts []string
+	for parent != "" && len(parts) < 50 && !slices.Contains(parts, parent) {
+		parts = append(parts, parent)
+		parent = retryOf[parent]
+	}
+	return strings.Join(parts, " ← ")
+}
+
+func historyTitle(l audit.HistoryLine) string {
+	switch l.Kind {
+	case audit.KindClaim:
+		return "Claim: " + strings.ReplaceAll(l.Decision, "_", " ") + " (" + strings.ReplaceAll(l.Delivery, "_", " ") + ")"
+	case audit.KindOutcome:
+		return "Outcome: " + l.Decision
+	case audit.KindError:
+		return "Error (" + strings.ReplaceAll(l.Decision, "_", " ") + ")"
+	case audit.KindResolution:
+		return "Resolved " + l.Decision + " by " + l.Actor
+	case audit.KindFingerprint:
+		return "Fingerprint mismatch"
+	case audit.KindStale:
+		return "Processing too long"
+	}
+	return l.Kind
+}
+
+func alertTitle(row, kind string) string {
+	if row == audit.RowFollowup {
+		return "Slack: follow-up in the thread"
+	}
+	return "Slack alert: " + strings.ReplaceAll(kind, "_", " ")
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// resolve takes a person's decision from the event page's form.
+func (h *Handler) resolve(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10)
+	source, eventID := eventKey(c)
+	form := resolveForm{Item: c.PostForm("item"), To: c.PostForm("to"), Note: c.PostForm("note")}
+	if !h.checkCSRF(c) {
+		h.pageError(c, http.StatusForbidden, "Form refused",
+			"The form did not carry this site's token (or came from another site). Nothing was changed: reload the event's page and try again.")
+		return
+	}
+	_, err := h.store.Resolve(c.Request.Context(), audit.ResolveRequest{Source: source, EventID: eventID,
+		Item: form.Item, To: audit.Status(form.To), Actor: c.GetString(ctxUser), Note: strings.TrimSpace(form.Note)})
+	if err != nil {
+		switch audit.ErrorCode(err) {
+		case audit.CodeInvalid:
+			h.showEvent(c, http.StatusUnprocessableEntity, fieldProblems(err), form)
+		case audit.CodeConflict:
+			h.showEvent(c, http.StatusConflict, strings.TrimPrefix(err.Error(), "audit: "), resolveForm{})
+		default:
+			h.pageFail(c, err)
+		}
+		return
+	}
+	q := url.Values{"resolved": {form.To}}
+	c.Redirect(http.StatusSeeOther, audit.Links{}.Event(source, eventID)+"?"+q.Encode())
+}
+
+// fieldProblems says what is wrong with a form, in words.
+func fieldProblems(err error) string {
+	e, ok := err.(*audit.Error)
+	if !ok || len(e.Fields) == 0 {
+		return strings.TrimPrefix(err.Error(), "audit: ")
+	}
+	names := map[string]string{"to": "Decision", "note": "Note", "item": "Item", "actor": "Your name"}
+	var parts []string
+	for f, p := range e.Fields {
+		parts = append(parts, firstOf(names[f], f)+": "+p)
+	}
+	slices.Sort(parts)
+	return "Nothing was changed. " + strings.Join(parts, "; ") + "."
+}

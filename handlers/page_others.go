@@ -1,0 +1,122 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+type reviewData struct {
+	Events      []audit.Event
+	ReviewAfter string
+}
+
+// reviewPage lists the entries waiting for a person, oldest first, each
+// with its resolution form.
+func (h *Handler) reviewPage(c *gin.Context) {
+	events, err := h.store.ReviewQueue(c.Request.Context(), 200)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	h.render(c, http.StatusOK, "review", view{Title: "Review", Nav: "review",
+		Data: reviewData{Events: events, ReviewAfter: h.store.ReviewAfter().String()}})
+}
+
+type executionData struct {
+	audit.Execution
+	N8NURL string
+	Up     []audit.Execution
+	Down   []audit.Execution
+	Events []audit.TouchedEvent
+	Errors []audit.ErrorRecord
+}
+
+// executionPage shows one execution: its events, what it retries (up to
+// the root) and what retries it.
+func (h *Handler) executionPage(c *gin.Context) {
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	x, up, down, err := h.store.Lineage(ctx, id)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	d := executionData{Execution: x, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL), Up: up, Down: down}
+	if d.Events, err = h.store.ExecutionEvents(ctx, id); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	if d.Errors, err = h.store.ExecutionErrors(ctx, id); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	h.render(c, http.StatusOK, "execution", view{Title: "Execution " + id, Nav: "events", Data: d})
+}
+
+type errorsData struct {
+	Kind   string
+	Errors []audit.ErrorRecord
+	Counts map[string]int
+	Tests  []audit.ErrorRecord // the editor's test payloads, shown apart
+	Next   int64
+}
+
+// errorsPage lists every error received, newest first.
+func (h *Handler) errorsPage(c *gin.Context) {
+	ctx := c.Request.Context()
+	kind := c.Query("kind")
+	switch kind {
+	case "", audit.ErrorExecution, audit.ErrorTrigger, audit.ErrorUnknown, audit.ErrorTest, audit.ErrorReconcile:
+	default:
+		h.pageError(c, http.StatusUnprocessableEntity, "Invalid request", "There is no kind of error called that.")
+		return
+	}
+	before, _ := strconv.ParseInt(c.Query("before"), 10, 64)
+	d := errorsData{Kind: kind}
+	var err error
+	if d.Errors, d.Next, err = h.store.Errors(ctx, audit.ErrorFilter{Kind: kind, Before: before, Limit: 50}); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	if d.Counts, err = h.store.ErrorCounts(ctx); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	if kind == "" && before == 0 {
+		if d.Tests, _, err = h.store.Errors(ctx, audit.ErrorFilter{Kind: audit.ErrorTest, Limit: 3}); err != nil {
+			h.pageFail(c, err)
+			return
+		}
+	}
+	h.render(c, http.StatusOK, "errors", view{Title: "Errors", Nav: "errors", Data: d})
+}
+
+type errorData struct {
+	audit.ErrorRecord
+	N8NURL string
+	Event  *audit.EventKey
+}
+
+// errorPage shows one error with its raw payload (credentials redacted at
+// intake). Alerts about an error that links to no event point here.
+func (h *Handler) errorPage(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		h.pageError(c, http.StatusNotFound, "Not found", "There is no such error.")
+		return
+	}
+	e, err := h.store.Error(c.Request.Context(), id)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	d := errorData{ErrorRecord: e, N8NURL: h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)}
+	if ev, ok := e.Linked(); ok {
+		d.Event = &ev
+	}
+	h.render(c, http.StatusOK, "error", view{Title: "Error #" + c.Param("id"), Nav: "errors", Data: d})
+}
