@@ -123,7 +123,7 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 	notice := ""
 	switch c.Query("resolved") {
 	case "done":
-		notice = "Marked done. The event's Slack thread hears of it."
+		notice = "Marked done."
 	case "failed":
 		notice = "Marked failed: the next delivery or a Retry in n8n will process it again."
 	}

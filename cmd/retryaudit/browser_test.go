@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds the browser for the browser tests: RETRYAUDIT_TEST_CHROMIUM,
+// or chromium on the PATH. Without one the test is skipped, unless
+// RETRYAUDIT_TEST_REQUIRE_CHROMIUM=1 (CI), which makes it fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("RETRYAUDIT_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("RETRYAUDIT_TEST_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("Chromium is required (RETRYAUDIT_TEST_REQUIRE_CHROMIUM=1) but was not found: apt-get install chromium")
+	}
+	t.Skip("no Chromium (set RETRYAUDIT_TEST_CHROMIUM or install chromium)")
+	return ""
+}
+
+// TestBrowserResolve drives a real browser against the running service: it
+// opens the review queue, follows the event, marks it done with a note, and
+// sees the new status and the history line.
+func TestBrowserResolve(t *testing.T) {
+	browser := chromium(t)
+	svc := startService(t, nil)
+	for _, body := range []string{
+		`{"source":"shop","event_id":"order-1042","execution_id":"4711","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
+		`{"source":"shop","event_id":"order-1042","outcome":"unknown","execution_id":"4711","reason":"CRM timed out after 30s"}`,
+	} {
+		path := "/v1/claims"
+		if strings.Contains(body, "outcome") {
+			path = "/v1/outcomes"
+		}
+		if code, out := svc.api(t, "POST", path, body); code != 200 {
+			t.Fatalf("%s: %d %s", path, code, out)
+		}
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 1400))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	browserCtx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	if err := chromedp.Do(browserCtx); err != nil { // starts the browser, for as long as browserCtx lives
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(browserCtx, 60*time.Second)
+	defer cancelTimeout()
+
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+svc.Password))
+	fail := func(step string, err error) {
+		t.Helper()
+		t.Fatalf("browser: %s: %v\nservice output:\n%s", step, err, svc.Output.String())
+	}
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		fail("enable the network domain", err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders,
+		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
+		fail("sign in", err)
+	}
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(svc.URL+"/review"),
+		chromedp.WaitVisible(css(`section.card h2 a`)),
+		chromedp.Click(css(`section.card h2 a`)),
+		chromedp.WaitVisible(css(`form.resolve`)),
+		chromedp.Click(css(`form.resolve input[value="done"]`)),
+		chromedp.SendKeys(css(`form.resolve textarea[name="note"]`), "order 88121 is in the CRM"),
+		chromedp.Click(css(`form.resolve button[type="submit"]`)),
+		chromedp.WaitVisible(css(`p.notice`)),
+	); err != nil {
+		fail("resolve", err)
+	}
+	read := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		if err != nil {
+			fail("read "+sel, err)
+		}
+		return v
+	}
+	notice, status, history := read(`p.notice`), read(`.status-line .badge`), read(`ol.timeline`)
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		fail("screenshot", err)
+	}
+	if strings.TrimSpace(status) != "done" {
+		t.Errorf("status after resolving = %q", status)
+	}
+	if !strings.Contains(history, "Resolved done by admin") || !strings.Contains(history, "order 88121 is in the CRM") {
+		t.Errorf("history after resolving:\n%s", history)
+	}
+	if !strings.Contains(notice, "Marked done") {
+		t.Errorf("notice = %q", notice)
+	}
+	dir, err := os.MkdirTemp("", "retryaudit-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "resolved.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+	if code, out := svc.api(t, "GET", "/v1/events/shop/order-1042", ""); code != 200 || !strings.Contains(out, `"status":"done"`) {
+		t.Errorf("the API after resolving: %d %s", code, out)
+	}
+}
