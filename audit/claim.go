@@ -277,7 +277,10 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 		return err
 	}
 	c.alerted = c.alerted || linked
-	if res.Delivery == DeliveryRedelivery || res.Delivery == DeliveryManualRetry {
+	// A retry is news for the people watching the event; so is a
+	// redelivery that captured it. A redelivery told to do nothing is not:
+	// it stays in the history.
+	if res.Delivery == DeliveryManualRetry || (res.Delivery == DeliveryRedelivery && res.Process) {
 		sent, err := c.s.followUp(ctx, c.tx, h, c.now)
 		if err != nil {
 			return err

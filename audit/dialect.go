@@ -21,13 +21,24 @@ type dialect struct {
 	// leaseOutbox leases due outbox rows; PostgreSQL skips the rows another
 	// instance is leasing at the same moment.
 	leaseOutbox string
+	// uniqueKey counts the unique indexes on exactly (source, event_id) of
+	// webhook_events.
+	uniqueKey string
 }
 
 var (
 	postgresDialect = dialect{name: "postgres", driver: "postgres", goose: goose.DialectPostgres,
-		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED")}
+		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED"),
+		uniqueKey: `SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
+			AND i.indisunique AND i.indnkeyatts = 2 AND i.indpred IS NULL
+			AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+				WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) = ARRAY['event_id', 'source']`}
 	sqliteDialect = dialect{name: "sqlite", driver: "sqlite", goose: goose.DialectSQLite3,
-		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery)}
+		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery),
+		uniqueKey: `SELECT count(*) FROM pragma_index_list('webhook_events') l WHERE l."unique" = 1
+			AND l.partial = 0 AND (SELECT count(*) FROM pragma_index_info(l.name)) = 2
+			AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'source')
+			AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'event_id')`}
 )
 
 // sqliteTimeLayout is how SQLite stores times: fixed width and UTC, so that

@@ -90,9 +90,9 @@ func (m *Metrics) LookedUp(result string, took time.Duration) {
 	}
 }
 
-// WatchStore adds the gauges read from the database at each scrape: the
+// watch adds the gauges read from the store's database at each scrape: the
 // outbox's depth and the age of its oldest row, and the review queue.
-func (m *Metrics) WatchStore(s *Store) {
+func (m *Metrics) watch(s *Store) {
 	if m != nil {
 		m.Registry.MustRegister(&storeCollector{s: s})
 	}

@@ -130,6 +130,15 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d Atte
 	return n == 1, err
 }
 
+// Superseded reports whether a later refresh of the same thread waits to
+// be sent: the first message needs bringing up to date only once.
+func (s *Store) Superseded(ctx context.Context, row OutboxRow) (bool, error) {
+	var later bool
+	err := s.get(ctx, s.db, &later, "read outbox", `SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ?
+		AND kind = 'refresh' AND id > ? AND state IN ('pending', 'sending'))`, row.ThreadKey, row.ID)
+	return later, err
+}
+
 // Thread is the first message of a Slack thread.
 type Thread struct {
 	Key       string `db:"thread_key"`

@@ -34,7 +34,9 @@ type Options struct {
 	ReviewAfter time.Duration
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
-	Lookup  ExecutionLookup
+	Lookup ExecutionLookup
+	// Metrics, when set, counts what the store does and reads its gauges
+	// (outbox, review queue) from the database at each scrape.
 	Metrics *Metrics
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -115,6 +117,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	s.metrics.watch(s)
 	return s, nil
 }
 

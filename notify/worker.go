@@ -159,6 +159,9 @@ func (w *Worker) message(ctx context.Context, row audit.OutboxRow, a audit.Alert
 		if !threaded {
 			return Message{}, "no first message to update (webhook, or it was never sent)", nil
 		}
+		if later, err := w.Store.Superseded(ctx, row); err != nil || later {
+			return Message{}, "a later update of the first message follows", err
+		}
 		current, err := w.Store.CurrentAlert(ctx, root)
 		if err != nil {
 			return Message{}, "", err

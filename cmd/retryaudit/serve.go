@@ -38,7 +38,6 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	if err := app.store.Migrate(ctx); err != nil {
 		return err
 	}
-	metrics.WatchStore(app.store)
 	token, err := apiToken(cfg, out)
 	if err != nil {
 		return err

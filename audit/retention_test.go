@@ -1,0 +1,127 @@
+package audit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
+)
+
+func TestRetention(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		clock := audittest.NewClock(time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC))
+		s := audittest.Open(t, dialect, audit.Options{Now: clock.Now})
+		claim := func(event, exec string) {
+			if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		report := func(event string, o audit.Outcome) {
+			if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, Outcome: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		record := func(exec, retryOf string) {
+			if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + exec,
+				ExecutionID: exec, RetryOf: retryOf, Message: "boom", Payload: `{"big":"payload"}`}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		claim("done-old", "1")
+		record("1", "")
+		report("done-old", audit.OutcomeUnknown)
+		report("done-old", audit.OutcomeDone)
+		claim("processing-old", "2")
+		record("2", "")
+		claim("failed-old", "3")
+		report("failed-old", audit.OutcomeFailed)
+		record("90", "") // links to nothing
+		claim("done-old-redelivered", "6")
+		report("done-old-redelivered", audit.OutcomeDone)
+		clock.Advance(20 * 24 * time.Hour)
+		claim("done-old-redelivered", "7") // the sender still redelivers: the key stays
+		clock.Advance(9 * 24 * time.Hour)
+		claim("done-recent", "5")
+		report("done-recent", audit.OutcomeDone)
+		clock.Advance(2 * 24 * time.Hour)
+
+		now := clock.Now()
+		var total audit.Pruned
+		for i := 0; i < 10; i++ {
+			p, err := s.Prune(ctx, now.Add(-30*24*time.Hour), now.Add(-14*24*time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total.Events += p.Events
+			total.Errors += p.Errors
+			total.Payloads += p.Payloads
+			total.Executions += p.Executions
+			if p == (audit.Pruned{}) {
+				break
+			}
+		}
+		if total.Events != 1 || total.Errors != 1 {
+			t.Errorf("pruned %+v, want 1 event and 1 unlinked error", total)
+		}
+		for _, ev := range []string{"processing-old", "failed-old", "done-recent", "done-old-redelivered"} {
+			if _, err := s.Event(ctx, "shop", ev); err != nil {
+				t.Errorf("%s was deleted: %v", ev, err)
+			}
+		}
+		if _, err := s.Event(ctx, "shop", "done-old"); audit.ErrorCode(err) != audit.CodeNotFound {
+			t.Errorf("done-old is still there: %v", err)
+		}
+		var history, outbox, errs int
+		s.DB().Get(&history, s.DB().Rebind(`SELECT count(*) FROM event_history WHERE event_id = ?`), "done-old")
+		s.DB().Get(&outbox, s.DB().Rebind(`SELECT count(*) FROM outbox WHERE event_id = ?`), "done-old")
+		s.DB().Get(&errs, s.DB().Rebind(`SELECT count(*) FROM n8n_errors WHERE execution_id IN ('1', '90')`))
+		if history+outbox+errs != 0 {
+			t.Errorf("left behind: %d history lines, %d alerts, %d errors", history, outbox, errs)
+		}
+		var kept audit.ErrorRecord
+		if err := s.DB().Get(&kept.PayloadDropped, s.DB().Rebind(`SELECT payload_dropped FROM n8n_errors WHERE execution_id = ?`), "2"); err != nil {
+			t.Fatal(err)
+		}
+		if !kept.PayloadDropped || total.Payloads != 1 {
+			t.Errorf("the old payload was not dropped (dropped %d)", total.Payloads)
+		}
+		if x, _, _, err := s.Lineage(ctx, "2"); err != nil || x.ID != "2" {
+			t.Errorf("an execution of a live entry was deleted: %v", err)
+		}
+		if _, _, _, err := s.Lineage(ctx, "1"); audit.ErrorCode(err) != audit.CodeNotFound {
+			t.Errorf("the pruned event's execution stays: %v", err)
+		}
+	})
+}
+
+func TestSQLiteIsSingleInstance(t *testing.T) {
+	url := audittest.URL(t, "sqlite")
+	first, err := audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	_, err = audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true})
+	if err == nil || !containsAll(err.Error(), "another retryaudit process", "single-instance", "PostgreSQL") {
+		t.Errorf("a second serving process: %v", err)
+	}
+	reader, err := audit.Open(context.Background(), audit.Options{URL: url}) // migrate and check may open it
+	if err != nil {
+		t.Errorf("a non-serving process: %v", err)
+	} else {
+		reader.Close()
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}

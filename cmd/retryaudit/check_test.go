@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
+)
+
+// runCheck runs retryaudit check with env and returns its output and error.
+func runCheck(t *testing.T, env map[string]string, args ...string) (string, error) {
+	t.Helper()
+	if env["RETRYAUDIT_DATA_DIR"] == "" {
+		env["RETRYAUDIT_DATA_DIR"] = t.TempDir()
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"check"}, args...), func(k string) string { return env[k] }, &out)
+	return out.String(), err
+}
+
+// migrated returns a database URL with the schema applied.
+func migrated(t *testing.T, dialect string) string {
+	t.Helper()
+	url := audittest.URL(t, dialect)
+	s := audittest.OpenURL(t, audit.Options{URL: url})
+	s.Close()
+	return url
+}
+
+func failLine(out, name string) bool {
+	return regexp.MustCompile(`(?m)^FAIL  ` + regexp.QuoteMeta(name) + `\s`).MatchString(out)
+}
+
+func TestCheckSound(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": migrated(t, dialect), "RETRYAUDIT_TOKEN": "tok"})
+		if err != nil || !strings.Contains(out, "all checks passed") || strings.Contains(out, "FAIL") {
+			t.Fatalf("err %v:\n%s", err, out)
+		}
+		for _, name := range []string{"database", "schema", "unique key", "token", "drill: twice", "drill: race",
+			"drill: outcome", "cleanup"} {
+			if !regexp.MustCompile(`(?m)^ok    ` + regexp.QuoteMeta(name)).MatchString(out) {
+				t.Errorf("no ok line for %s:\n%s", name, out)
+			}
+		}
+	})
+}
+
+func TestCheckThroughTheRunningService(t *testing.T) {
+	dir := t.TempDir()
+	svc := startService(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir})
+	out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir}, "--url", svc.URL)
+	if err != nil || !strings.Contains(out, "through "+svc.URL) {
+		t.Fatalf("err %v:\n%s", err, out)
+	}
+	if code, body := svc.api(t, "GET", "/v1/events?source=retryaudit-check", ""); code != 200 || strings.Contains(body, "drill") {
+		t.Errorf("the drill left events behind: %s", body)
+	}
+}
+
+func TestCheckFailures(t *testing.T) {
+	fakeSlack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"ok":false,"error":"invalid_auth"}`))
+	}))
+	defer fakeSlack.Close()
+	fakeN8N := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"message":"unauthorized"}`))
+	}))
+	defer fakeN8N.Close()
+
+	noKey := migrated(t, "postgres")
+	s := audittest.OpenURL(t, audit.Options{URL: noKey})
+	if _, err := s.DB().Exec(`ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_pkey CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	tests := []struct {
+		name string
+		env  map[string]string
+		fail string
+		says string
+	}{
+		{"no database", map[string]string{"RETRYAUDIT_DATABASE_URL": "postgres://postgres@127.0.0.1:1/none?sslmode=disable"},
+			"database", "ping"},
+		{"a schema not migrated", map[string]string{"RETRYAUDIT_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "new.db")},
+			"schema", "retryaudit migrate"},
+		{"the unique key missing", map[string]string{"RETRYAUDIT_DATABASE_URL": noKey}, "unique key", "(source, event_id)"},
+		{"a bad Slack token", map[string]string{"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-bad", "RETRYAUDIT_SLACK_CHANNEL": "C1",
+			"RETRYAUDIT_SLACK_API_URL": fakeSlack.URL}, "slack", "invalid_auth"},
+		{"n8n refusing the key", map[string]string{"RETRYAUDIT_N8N_API_URL": fakeN8N.URL + "/api/v1",
+			"RETRYAUDIT_N8N_API_KEY": "bad"}, "n8n API", "refused the API key (401)"},
+		{"no token", map[string]string{}, "token", "RETRYAUDIT_TOKEN is unset"},
+		{"a bad configuration", map[string]string{"RETRYAUDIT_RETENTION": "1d"}, "configuration", "under 3 days"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"RETRYAUDIT_TOKEN": "tok"}
+			if tc.fail == "token" {
+				delete(env, "RETRYAUDIT_TOKEN")
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			if env["RETRYAUDIT_DATABASE_URL"] == "" {
+				env["RETRYAUDIT_DATABASE_URL"] = migrated(t, "sqlite")
+			}
+			out, err := runCheck(t, env)
+			if err == nil {
+				t.Fatalf("check passed:\n%s", out)
+			}
+			if !failLine(out, tc.fail) {
+				t.Errorf("no FAIL line for %s:\n%s", tc.fail, out)
+			}
+			if !strings.Contains(out, tc.says) {
+				t.Errorf("the output does not say %q:\n%s", tc.says, out)
+			}
+			if strings.Contains(out, "xoxb-bad") {
+				t.Error("the Slack token is in the output")
+			}
+		})
+	}
+}
