@@ -36,7 +36,7 @@ const (
 
 	oldUnlinkedErrors = `SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < :before
 		ORDER BY id LIMIT :batch`
-	pruneErrorAlerts = `DELETE FROM outbox WHERE error_id IN (` + oldUnlinkedErrors + `)`
+	pruneErrorAlerts  = `DELETE FROM outbox WHERE error_id IN (` + oldUnlinkedErrors + `)`
 	pruneErrorThreads = `DELETE FROM slack_threads WHERE thread_key IN (
 		SELECT 'error::' || id FROM n8n_errors WHERE source IS NULL AND received_at < :before
 		ORDER BY id LIMIT :batch)`
