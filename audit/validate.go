@@ -60,6 +60,16 @@ func sourceChars(v string) bool {
 // text checks an optional (required=false) or required free-text value:
 // valid UTF-8, at most max characters, no control characters.
 func (f FieldErrors) text(field, v string, required bool, max int) {
+	f.check(field, v, required, max, false)
+}
+
+// note is like text but allows line breaks and tabs, for reasons and notes
+// that people write.
+func (f FieldErrors) note(field, v string, required bool, max int) {
+	f.check(field, v, required, max, true)
+}
+
+func (f FieldErrors) check(field, v string, required bool, max int, multiline bool) {
 	switch {
 	case v == "" && required:
 		f.Add(field, "required")
@@ -67,27 +77,16 @@ func (f FieldErrors) text(field, v string, required bool, max int) {
 		f.Add(field, "must be valid UTF-8")
 	case utf8.RuneCountInString(v) > max:
 		f.Add(field, fmt.Sprintf("must be at most %d characters", max))
-	case hasControl(v):
+	case hasControl(v, multiline):
 		f.Add(field, "must not contain control characters")
 	}
 }
 
-// note is like text but allows line breaks, for reasons and notes that
-// people write.
-func (f FieldErrors) note(field, v string, required bool, max int) {
-	switch {
-	case v == "" && required:
-		f.Add(field, "required")
-	case !utf8.ValidString(v):
-		f.Add(field, "must be valid UTF-8")
-	case utf8.RuneCountInString(v) > max:
-		f.Add(field, fmt.Sprintf("must be at most %d characters", max))
-	}
-}
-
-func hasControl(v string) bool {
+// hasControl reports a control character; lines allows line breaks and
+// tabs.
+func hasControl(v string, lines bool) bool {
 	for _, r := range v {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) && !(lines && (r == '\n' || r == '\r' || r == '\t')) {
 			return true
 		}
 	}

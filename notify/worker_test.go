@@ -257,6 +257,21 @@ func TestRetries(t *testing.T) {
 			}
 		})
 
+		t.Run("a webhook that cannot be reached is retried, its URL never shown", func(t *testing.T) {
+			r := newRig(t, dialect, true)
+			r.slack.Close() // nothing listens there any more
+			r.unknown(t, "order-w")
+			r.drain(t)
+			var last string
+			r.store.DB().Get(&last, `SELECT last_error FROM outbox`)
+			if r.states(t)["pending"] != 1 || last == "" {
+				t.Errorf("states %v, last error %q", r.states(t), last)
+			}
+			if strings.Contains(last, "127.0.0.1") && strings.Contains(last, "/services/") {
+				t.Errorf("the stored error shows the URL: %s", last)
+			}
+		})
+
 		t.Run("invalid_auth dead-letters and is logged once", func(t *testing.T) {
 			r := newRig(t, dialect, false)
 			r.worker.Notifier = notify.NewBot("xoxb-revoked", "C0ALERTS", r.slack.apiURL())
