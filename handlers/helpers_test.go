@@ -131,3 +131,9 @@ func claimBody(source, eventID, execution string) map[string]any {
 	return map[string]any{"source": source, "event_id": eventID, "execution_id": execution,
 		"workflow_id": "wf1", "workflow_name": "Orders to CRM", "node": "Claim event"}
 }
+
+func newBenchServer(b *testing.B, h *handlers.Handler) string {
+	ts := httptest.NewServer(h.Engine())
+	b.Cleanup(ts.Close)
+	return ts.URL
+}

@@ -127,4 +127,26 @@ func TestBrowserResolve(t *testing.T) {
 	if code, out := svc.api(t, "GET", "/v1/events/shop/order-1042", ""); code != 200 || !strings.Contains(out, `"status":"done"`) {
 		t.Errorf("the API after resolving: %d %s", code, out)
 	}
+
+	// At phone width the page fits: nothing wider than the screen.
+	for _, path := range []string{"/", "/events/shop/order-1042", "/review", "/errors"} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile),
+			chromedp.Navigate(svc.URL+path), chromedp.WaitVisible(css(`main`))); err != nil {
+			fail("phone width "+path, err)
+		}
+		width, err := chromedp.Run(ctx, chromedp.Evaluate[int64](`document.documentElement.scrollWidth`))
+		if err != nil {
+			fail("measure "+path, err)
+		}
+		if width > 375 {
+			t.Errorf("%s is %dpx wide at a 375px screen", path, width)
+		}
+	}
+	phone, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "phone-errors.png"), phone, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
 }
