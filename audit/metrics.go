@@ -111,6 +111,7 @@ var (
 
 type storeCollector struct{ s *Store }
 
+// Describe sends the descriptions of the store's gauges.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- outboxDepthDesc
 	ch <- outboxAgeDesc
@@ -118,6 +119,7 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dbUpDesc
 }
 
+// Collect reads the gauges from the database, or reports it down.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -24,6 +24,9 @@ type Event struct {
 	ReviewReason      string       `db:"review_reason"`
 	StaleAlertedAt    sql.NullTime `db:"stale_alerted_at"`
 	NeedsReview       bool         `db:"needs_review"`
+	// LastNews is the latest error, outcome or stale note, read for the
+	// review queue only.
+	LastNews string `db:"last_news"`
 }
 
 // Item is one item of a multi-item event.
@@ -187,9 +190,14 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]Event, error) {
 	var events []Event
 	cutoff := s.d.t(s.reviewCutoff())
-	err := s.selectAll(ctx, s.db, &events, "read review queue", selectEvent+`
-		WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
-		ORDER BY updated_at, source, event_id LIMIT ?`, cutoff, cutoff, limit)
+	err := s.selectAll(ctx, s.db, &events, "read review queue", `SELECT w.source, w.event_id, w.status,
+		w.created_at, w.updated_at, w.last_seen_at, w.holder_execution_id, w.deliveries, w.item_count, w.fingerprint,
+		w.crm_ref, w.review_reason, w.stale_alerted_at, 1 AS needs_review,
+		COALESCE((SELECT h.message FROM event_history h WHERE h.source = w.source AND h.event_id = w.event_id
+			AND h.kind IN ('error', 'outcome', 'stale') ORDER BY h.id DESC LIMIT 1), '') AS last_news
+		FROM webhook_events w
+		WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < ?)
+		ORDER BY w.updated_at, w.source, w.event_id LIMIT ?`, cutoff, limit)
 	return events, err
 }
 

@@ -53,7 +53,7 @@ func TestStaleDetector(t *testing.T) {
 			t.Fatalf("%d stale after 16m, want 1", n)
 		}
 		q, err := s.ReviewQueue(ctx, 10)
-		if err != nil || len(q) != 1 || q[0].EventID != "slow" {
+		if err != nil || len(q) != 1 || q[0].EventID != "slow" || !strings.Contains(q[0].LastNews, "processing for over 15m") {
 			t.Errorf("review queue = %+v, %v", q, err)
 		}
 		clock.Advance(time.Hour)

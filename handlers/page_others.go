@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,7 +25,18 @@ func (h *Handler) reviewPage(c *gin.Context) {
 		return
 	}
 	h.render(c, http.StatusOK, "review", view{Title: "Review", Nav: "review",
-		Data: reviewData{Events: events, ReviewAfter: h.store.ReviewAfter().String()}})
+		Data: reviewData{Events: events, ReviewAfter: shortDuration(h.store.ReviewAfter())}})
+}
+
+// shortDuration writes 15m for 15m0s and 2h for 2h0m0s.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }
 
 type executionData struct {

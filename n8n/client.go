@@ -89,6 +89,7 @@ func (e execution) public() audit.N8NExecution {
 // flexID reads a JSON string or number; null is "".
 type flexID string
 
+// UnmarshalJSON reads a string, a number or null.
 func (f *flexID) UnmarshalJSON(b []byte) error {
 	s := strings.TrimSpace(string(b))
 	switch {

@@ -124,6 +124,7 @@ type sendError struct {
 	after time.Duration
 }
 
+// Error returns the message without secrets.
 func (e *sendError) Error() string { return e.msg }
 
 // RetryAfter returns how long Slack asked to wait before the next attempt,
