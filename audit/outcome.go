@@ -171,8 +171,7 @@ func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req OutcomeRequest, arg
 		case !ok:
 			return finishState{}, false, errorf(CodeNotFound, "no event %s/%s", req.Source, req.EventID)
 		case itemCount == 0:
-			return finishState{}, false, &Error{Code: CodeInvalid, Message: "invalid request",
-				Fields: map[string]string{"item": "this event was claimed without items: leave item out"}}
+			return finishState{}, false, FieldErrors{"item": "this event was claimed without items: leave item out"}.Err()
 		}
 	}
 	update := q.finish
@@ -196,8 +195,7 @@ func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req OutcomeRequest, arg
 	case !ok:
 		return e, false, errorf(CodeNotFound, "no event %s/%s", req.Source, req.EventID)
 	case req.Item == "" && e.ItemCount > 0:
-		return e, false, &Error{Code: CodeInvalid, Message: "invalid request",
-			Fields: map[string]string{"item": "required: this event was claimed with items"}}
+		return e, false, FieldErrors{"item": "required: this event was claimed with items"}.Err()
 	case string(e.Status) == string(req.Outcome):
 		return e, false, nil
 	case req.Outcome == OutcomeUnknown && e.Status == StatusProcessing:

@@ -150,8 +150,7 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	if f.Cursor != "" {
 		var err error
 		if curAt, curSource, curID, err = decodeCursor(f.Cursor); err != nil {
-			return EventPage{}, &Error{Code: CodeInvalid, Message: "invalid request",
-				Fields: map[string]string{"cursor": "not a cursor this service returned"}}
+			return EventPage{}, FieldErrors{"cursor": "not a cursor this service returned"}.Err()
 		}
 	}
 	olderThan := far

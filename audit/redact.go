@@ -53,9 +53,16 @@ func Redact(v any) any {
 	return v
 }
 
+// empty reports a value that can hold no credential: nothing, an empty
+// string, or a flag such as sendCredentialsOnCrossOriginRedirect.
 func empty(v any) bool {
-	s, isString := v.(string)
-	return v == nil || isString && s == ""
+	switch t := v.(type) {
+	case nil, bool:
+		return true
+	case string:
+		return t == ""
+	}
+	return false
 }
 
 func redactString(s string) string {

@@ -2,6 +2,8 @@ package audit
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -22,11 +24,18 @@ const (
 type FieldErrors map[string]string
 
 // Err returns an invalid-input error naming every field, or nil.
+// Its message names them too: n8n shows a failed node's message, not the
+// fields.
 func (f FieldErrors) Err() error {
 	if len(f) == 0 {
 		return nil
 	}
-	return &Error{Code: CodeInvalid, Message: "invalid request", Fields: f}
+	parts := make([]string, 0, len(f))
+	for field, problem := range f {
+		parts = append(parts, field+": "+problem)
+	}
+	slices.Sort(parts)
+	return &Error{Code: CodeInvalid, Message: "invalid request: " + strings.Join(parts, "; "), Fields: f}
 }
 
 // Add records a problem with a field, keeping the first one.
