@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -42,7 +43,7 @@ func (h *Handler) claim(c *gin.Context) {
 		WorkflowID: o.id("workflow_id"), WorkflowName: o.str("workflow_name"), Node: o.str("node"),
 		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
 	}
-	if err := h.invalid(o, req.Validate()); err != nil {
+	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)
 		return
 	}
@@ -64,15 +65,18 @@ func (h *Handler) claim(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// invalid merges the type errors found while reading the body with the
-// domain's validation, so that one answer names every bad field.
-func (h *Handler) invalid(o *object, validation error) error {
-	if e, ok := validation.(*audit.Error); ok {
+// invalid returns the type errors found while reading the body, merged
+// with the domain's validation of the rest, so that one answer names every
+// bad field. A body read cleanly returns nil: the store validates it once.
+func (h *Handler) invalid(o *object, validate func() error) error {
+	if len(o.errs) == 0 {
+		return nil
+	}
+	var e *audit.Error
+	if errors.As(validate(), &e) {
 		for k, v := range e.Fields {
 			o.errs.Add(k, v)
 		}
-	} else if validation != nil {
-		return validation
 	}
 	return o.errs.Err()
 }

@@ -19,7 +19,7 @@ func (h *Handler) outcome(c *gin.Context) {
 		Outcome: audit.Outcome(o.str("outcome")), ExecutionID: o.id("execution_id"),
 		Reason: o.str("reason"), CRMRef: o.id("crm_ref"),
 	}
-	if err := h.invalid(o, req.Validate()); err != nil {
+	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)
 		return
 	}
