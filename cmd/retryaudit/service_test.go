@@ -69,17 +69,8 @@ func startService(t *testing.T, env map[string]string) *service {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, out) }()
 	s := &service{DataDir: dir, Output: out}
-	s.stop = func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop within 30s of its context ending")
-		}
-	}
+	var once sync.Once
+	s.stop = func() { once.Do(func() { stopService(t, cancel, done) }) }
 	select {
 	case s.URL = <-out.urls:
 	case err := <-done:
@@ -91,6 +82,19 @@ func startService(t *testing.T, env map[string]string) *service {
 	s.Token = readSecret(t, filepath.Join(dir, "token"), env["RETRYAUDIT_TOKEN"])
 	s.Password = readSecret(t, filepath.Join(dir, "ui-password"), "")
 	return s
+}
+
+// stopService ends serve's context and waits for it to return.
+func stopService(t *testing.T, cancel func(), done <-chan error) {
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("serve did not stop within 30s of its context ending")
+	}
 }
 
 func readSecret(t *testing.T, path, given string) string {
