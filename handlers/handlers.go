@@ -37,6 +37,7 @@ type Handler struct {
 	log    *slog.Logger
 	pages  *pages
 	signIn *signIn
+	counts countCache
 }
 
 // New checks the configuration and prepares what can fail (templates),

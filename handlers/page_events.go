@@ -34,7 +34,7 @@ func (h *Handler) eventsPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	counts, err := h.store.StatusCounts(ctx)
+	counts, err := h.statusCounts(ctx)
 	if err != nil {
 		h.pageFail(c, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -273,4 +274,33 @@ func TestResolutionForm(t *testing.T) {
 			}
 		})
 	})
+}
+
+func TestListCountsAreCachedBriefly(t *testing.T) {
+	clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	s := newServer(t, "sqlite", func(c *handlers.Config, o *audit.Options) {
+		withUI(c, o)
+		c.Now = clock.Now
+	})
+	alice := "alice:" + alicePassword
+	total := func() string {
+		_, page := s.page(t, "GET", "/", alice, nil)
+		m := regexp.MustCompile(`all <strong>(\d+)</strong>`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no total on the page:\n%s", page)
+		}
+		return m[1]
+	}
+	s.claim(t, claimBody("shop", "c-1", "1"))
+	if got := total(); got != "1" {
+		t.Fatalf("total %s, want 1", got)
+	}
+	s.claim(t, claimBody("shop", "c-2", "2"))
+	if got := total(); got != "1" {
+		t.Errorf("total %s within the cache's 10s, want the cached 1", got)
+	}
+	clock.Advance(11 * time.Second)
+	if got := total(); got != "2" {
+		t.Errorf("total %s after 11s, want 2", got)
+	}
 }
