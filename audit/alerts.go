@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strconv"
@@ -132,8 +133,8 @@ func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h Hist
 		if err != nil && !isNoRows(err) {
 			return Alert{}, err
 		}
-		a.WorkflowID, a.WorkflowName, a.N8NURL = x.WorkflowID, firstNonEmpty(a.WorkflowName, x.WorkflowName), x.URL
-		a.RetryOf = firstNonEmpty(a.RetryOf, x.RetryOf)
+		a.WorkflowID, a.WorkflowName, a.N8NURL = x.WorkflowID, cmp.Or(a.WorkflowName, x.WorkflowName), x.URL
+		a.RetryOf = cmp.Or(a.RetryOf, x.RetryOf)
 	}
 	return a, nil
 }

@@ -53,14 +53,6 @@ func (d dialect) t(t time.Time) any {
 	return t.UTC()
 }
 
-// nt converts an optional time (zero means NULL) into a query argument.
-func (d dialect) nt(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return d.t(t)
-}
-
 // dataSource resolves a RETRYAUDIT_DATABASE_URL value into a dialect and a
 // driver data source name; an empty URL means the SQLite file in dataDir.
 func dataSource(rawURL, dataDir string) (dialect, string, string, error) {

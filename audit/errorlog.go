@@ -206,7 +206,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev 
 	id := e.ID
 	h := HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: KindError, ExecutionID: e.ExecutionID,
 		RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName, Node: e.Node,
-		Decision: e.Kind, Message: truncate(e.Message, 500), ErrorID: &id}
+		Decision: e.Kind, Message: Truncate(e.Message, 500), ErrorID: &id}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
 		return false, err
 	}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -77,7 +78,7 @@ func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
 	r.HTTPCode = idString(errObj["httpCode"])
 	// n8n 2.41 drops trigger.error.message when it serialises the item; the
 	// error workflow sends it beside the item as "message".
-	r.Message = firstNonEmpty(str(errObj["message"]), str(v["message"]), str(errObj["description"]))
+	r.Message = cmp.Or(str(errObj["message"]), str(v["message"]), str(errObj["description"]))
 	// n8n's HTTP node says "The service was not able to process your
 	// request" and keeps what the server said in the description.
 	if desc := str(errObj["description"]); desc != "" && desc != r.Message {
@@ -86,12 +87,12 @@ func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
 	if r.Message == "" {
 		r.Message = defaultMessage(r.Kind, v)
 	}
-	r.Message = truncate(r.Message, MaxMessageLen)
+	r.Message = Truncate(r.Message, MaxMessageLen)
 	for _, f := range []*string{&r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.HTTPCode} {
-		*f = truncate(*f, MaxIDLen)
+		*f = Truncate(*f, MaxIDLen)
 	}
 	for _, f := range []*string{&r.WorkflowName, &r.Mode, &r.Node, &r.URL} {
-		*f = truncate(*f, MaxNameLen)
+		*f = Truncate(*f, MaxNameLen)
 	}
 	r.Payload, r.Truncated = storedPayload(v)
 	switch r.Kind {
@@ -155,22 +156,4 @@ func idString(v any) string {
 		return fmt.Sprint(t)
 	}
 	return ""
-}
-
-func firstNonEmpty(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// truncate cuts s to at most n characters, marking the cut.
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

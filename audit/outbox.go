@@ -182,15 +182,6 @@ func (s *Store) Thread(ctx context.Context, key string) (Thread, Alert, bool, er
 	return t, a, true, nil
 }
 
-// OutboxRows lists rows, newest first, for the pages: all of them, or those
-// in one state.
-func (s *Store) OutboxRows(ctx context.Context, state string, limit int) ([]OutboxRow, error) {
-	var rows []OutboxRow
-	err := s.selectAll(ctx, s.db, &rows, "read outbox", selectOutbox+
-		` WHERE (? = '' OR state = ?) ORDER BY id DESC LIMIT ?`, state, state, limit)
-	return rows, err
-}
-
 // Stats are the figures the metrics and the self-check read.
 type Stats struct {
 	OutboxDepth     int

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,7 +165,7 @@ func (h *Handler) eventData(d audit.EventDetail) eventData {
 	}
 	for _, l := range d.History {
 		e := timelineEntry{At: l.At, Kind: l.Kind, Title: historyTitle(l), ExecutionID: l.ExecutionID,
-			Chain: chain(retryOf, l.RetryOf), Workflow: firstOf(l.WorkflowName, l.WorkflowID), Node: l.Node,
+			Chain: chain(retryOf, l.RetryOf), Workflow: cmp.Or(l.WorkflowName, l.WorkflowID), Node: l.Node,
 			Actor: l.Actor, Message: l.Message, Item: l.Item}
 		if l.ErrorID != nil {
 			e.ErrorID, e.N8NURL = *l.ErrorID, errURL[*l.ErrorID]
@@ -220,15 +221,6 @@ func alertTitle(row, kind string) string {
 	return "Slack alert: " + strings.ReplaceAll(kind, "_", " ")
 }
 
-func firstOf(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // resolve takes a person's decision from the event page's form.
 func (h *Handler) resolve(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10)
@@ -265,7 +257,7 @@ func fieldProblems(err error) string {
 	names := map[string]string{"to": "Decision", "note": "Note", "item": "Item", "actor": "Your name"}
 	var parts []string
 	for f, p := range e.Fields {
-		parts = append(parts, firstOf(names[f], f)+": "+p)
+		parts = append(parts, cmp.Or(names[f], f)+": "+p)
 	}
 	slices.Sort(parts)
 	return "Nothing was changed. " + strings.Join(parts, "; ") + "."

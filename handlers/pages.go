@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -42,7 +41,7 @@ func newPages(cfg Config) (*pages, error) {
 		"errorPath": paths.Error,
 		"n8nURL":    links.N8NExecution,
 		"crmURL":    links.CRMOrder,
-		"short":     shorten,
+		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
 		"resolveForm": func(path, csrf, item string, prior any) formView {
 			v := formView{Path: path, CSRF: csrf, Item: item}
@@ -145,26 +144,10 @@ func (h *Handler) pageFail(c *gin.Context, err error) {
 	}
 }
 
-func shorten(n int, s string) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
-
 // humanSince says how long ago t was, coarsely.
 func humanSince(now, t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd %02dh", int(d.Hours())/24, int(d.Hours())%24)
+	return audit.HumanDuration(now.Sub(t), " ")
 }

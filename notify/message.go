@@ -5,13 +5,13 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -99,7 +99,7 @@ func (r *Renderer) render(a audit.Alert, m mode) (Message, error) {
 	if err := r.tmpl.ExecuteTemplate(&head, "headline", v); err != nil {
 		return Message{}, err
 	}
-	v.Headline = truncate(strings.TrimSpace(head.String()), 150) // Slack's limit for a header
+	v.Headline = audit.Truncate(strings.TrimSpace(head.String()), 150) // Slack's limit for a header
 	var text, blocks bytes.Buffer
 	if err := r.tmpl.ExecuteTemplate(&text, "text", v); err != nil {
 		return Message{}, err
@@ -111,16 +111,16 @@ func (r *Renderer) render(a audit.Alert, m mode) (Message, error) {
 	if err := json.Unmarshal(blocks.Bytes(), &msg.Blocks); err != nil {
 		return Message{}, fmt.Errorf("the blocks are not valid Block Kit JSON: %w", err)
 	}
-	msg.Text = truncate(strings.TrimSpace(text.String()), 3000)
+	msg.Text = audit.Truncate(strings.TrimSpace(text.String()), 3000)
 	return msg, nil
 }
 
 func (r *Renderer) view(a audit.Alert, m mode) view {
 	v := view{
 		Kind: a.Kind, Source: a.Source, EventID: a.EventID, Item: a.Item, Status: string(a.Status),
-		Workflow: firstOf(a.WorkflowName, a.WorkflowID), Node: a.Node, ExecutionID: a.ExecutionID,
+		Workflow: cmp.Or(a.WorkflowName, a.WorkflowID), Node: a.Node, ExecutionID: a.ExecutionID,
 		RetryOf: a.RetryOf, ErrorID: a.ErrorID, Deliveries: a.Deliveries,
-		Message: escape(truncate(a.Message, 500)), Short: escape(truncate(a.Message, 150)),
+		Message: escape(audit.Truncate(a.Message, 500)), Short: escape(audit.Truncate(a.Message, 150)),
 		Reply: m == asReply, Updated: m == asUpdate, At: a.At.UTC().Format("2006-01-02 15:04:05 UTC"),
 	}
 	switch {
@@ -137,7 +137,7 @@ func (r *Renderer) view(a audit.Alert, m mode) view {
 	}
 	v.N8NURL = r.links.N8NExecution(a.WorkflowID, a.ExecutionID, a.N8NURL)
 	if a.Status == audit.StatusProcessing && !a.Since.IsZero() {
-		v.Processing = humanDuration(r.now().Sub(a.Since))
+		v.Processing = audit.HumanDuration(r.now().Sub(a.Since), "")
 	}
 	v.NewsTitle, v.News = news(a)
 	if a.Resolution != "" {
@@ -156,7 +156,7 @@ func fields(a audit.Alert, v view) []field {
 	var out []field
 	add := func(label, value string) {
 		if value != "" {
-			out = append(out, field{label, escape(truncate(value, 200))})
+			out = append(out, field{label, escape(audit.Truncate(value, 200))})
 		}
 	}
 	add("Source", a.Source)
@@ -191,7 +191,7 @@ func news(a audit.Alert) (string, string) {
 		}
 		return "redelivery", fmt.Sprintf("execution %s presented it again: *%s*", who, a.Decision)
 	case audit.KindError:
-		return "new error", fmt.Sprintf("execution %s failed in %s", who, escape(firstOf(a.Node, "an unnamed node")))
+		return "new error", fmt.Sprintf("execution %s failed in %s", who, escape(cmp.Or(a.Node, "an unnamed node")))
 	case audit.KindOutcome:
 		return "outcome " + a.Decision, fmt.Sprintf("reported *%s*", escape(a.Message))
 	case audit.KindResolution:
@@ -208,32 +208,4 @@ func news(a audit.Alert) (string, string) {
 // characters (links, mentions).
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
-
-func firstOf(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func humanDuration(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
