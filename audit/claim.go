@@ -282,11 +282,13 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 			return err
 		}
 	}
-	linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
-	if err != nil {
-		return err
+	if len(c.chain) > 0 {
+		linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
+		if err != nil {
+			return err
+		}
+		c.alerted = c.alerted || linked
 	}
-	c.alerted = c.alerted || linked
 	// A retry is news for the people watching the event; so is a
 	// redelivery that captured it. A redelivery told to do nothing is not:
 	// it stays in the history.
