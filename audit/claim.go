@@ -112,7 +112,7 @@ type claimer struct {
 	req     ClaimRequest
 	now     time.Time
 	lin     lineage
-	chain   []string // the execution, then the executions it retries, nearest first; empty for an impostor
+	chain   []string // the execution, then the executions it retries, nearest first
 	created bool     // the event's row was inserted by this claim
 	alerted bool
 	note    string // what the history should say about the execution's identity
@@ -138,7 +138,9 @@ func (c *claimer) run(ctx context.Context) (ClaimResult, error) {
 	}
 	c.note = c.lin.note
 	if len(c.chain) == 0 {
-		c.note = conflictNote(c.req.ExecutionID, c.req.WorkflowID)
+		// Taking it for the known one would hand it that one's claim;
+		// taking it for another would give one id two holders.
+		return ClaimResult{}, &Error{Code: CodeConflict, Message: conflictNote(c.req.ExecutionID, c.req.WorkflowID)}
 	}
 	res := ClaimResult{
 		IdempotencyKey: IdempotencyKey(c.req.Source, c.req.EventID, ""),
@@ -242,10 +244,9 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case isNew:
+	if isNew {
 		a.New = 1
-	case len(c.chain) > 0:
+	} else {
 		res.Delivery = DeliverySameExecution
 	}
 	if !isNew && res.Process {
@@ -282,13 +283,11 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 			return err
 		}
 	}
-	if len(c.chain) > 0 {
-		linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
-		if err != nil {
-			return err
-		}
-		c.alerted = c.alerted || linked
+	linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
+	if err != nil {
+		return err
 	}
+	c.alerted = c.alerted || linked
 	// A retry is news for the people watching the event; so is a
 	// redelivery that captured it. A redelivery told to do nothing is not:
 	// it stays in the history.

@@ -91,9 +91,6 @@ func (s *Store) claimEntry(ctx context.Context, tx *sqlx.Tx, q entryQueries, a e
 		query    string
 		decision Decision
 	}{{q.insert, DecisionClaimed}, {q.reclaim, DecisionReclaimed}, {q.hold, DecisionHeld}}
-	if len(a.Chain) == 0 {
-		steps = steps[:2] // an execution that is not the one the service knows holds nothing
-	}
 	var e entryState
 	for attempt := 0; attempt < 3; attempt++ {
 		for _, step := range steps {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -132,7 +133,7 @@ func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRec
 // conflictNote says why an execution id was not taken for the known one.
 func conflictNote(id, workflowID string) string {
 	return fmt.Sprintf("execution %s of workflow %s is not the execution %s the service knows (another workflow): "+
-		"a second n8n, or one whose database was reset; it holds nothing here", id, workflowID, id)
+		"a second n8n, or one whose database was reset; nothing was recorded", id, workflowID, id)
 }
 
 // chainFrom walks up from an execution whose parent is known.
@@ -174,37 +175,43 @@ type lineageKey struct {
 	Failed bool
 }
 
-// learnLineage asks n8n whether an execution that presents a key another
-// execution holds is a Retry of the holder (at any depth). It asks only
-// when the service knows no lineage of the execution from n8n yet. It runs
-// before the caller's transaction and holds no connection while it waits;
-// whatever n8n answers, the decision is still made by the conditional
-// statements. When n8n cannot tell, or no n8n API is configured, the
-// execution is no retry, the safe answer, and the note says why.
+// learnLineage finds out whether an execution that presents a key another
+// execution holds is a Retry of the holder (at any depth). It walks up from
+// the execution through what the service knows from n8n already, and asks
+// n8n's API for each step it does not know. It runs before the caller's
+// transaction and holds no connection while it waits; whatever n8n answers,
+// the decision is still made by the conditional statements. When n8n cannot
+// tell, or no n8n API is configured, the execution is no retry, the safe
+// answer, and the note says why.
 func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
 	holder, err := s.otherHolder(ctx, k)
 	if err != nil || holder == "" {
 		return lineage{}
 	}
-	if s.lookup == nil {
-		if k.ClaimedRetryOf != "" {
-			return lineage{note: fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
-				"(RETRYAUDIT_N8N_API_URL) to have retries recognised", k.ClaimedRetryOf)}
-		}
-		return lineage{}
-	}
 	var lin lineage
 	id := k.ExecutionID
-	for depth := 0; depth < maxChain; depth++ {
-		x, err := s.lookup.Execution(ctx, id)
+	for depth := 0; depth < maxChain && id != holder; depth++ {
+		known, x, err := s.knownLineage(ctx, id)
 		if err != nil {
-			lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery", id, err)
-			break
+			return lineage{note: "could not read the lineage: treated as no retry"}
 		}
-		if depth == 0 {
-			lin.mode, lin.retryOf = x.Mode, x.RetryOf
-		} else {
-			lin.hops = append(lin.hops, x)
+		if !known {
+			if s.lookup == nil {
+				if k.ClaimedRetryOf != "" {
+					lin.note = fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
+						"(RETRYAUDIT_N8N_API_URL) to have retries recognised", k.ClaimedRetryOf)
+				}
+				return lin
+			}
+			if x, err = s.lookup.Execution(ctx, id); err != nil {
+				lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery", id, err)
+				break
+			}
+			if depth == 0 {
+				lin.mode, lin.retryOf = x.Mode, x.RetryOf
+			} else {
+				lin.hops = append(lin.hops, x)
+			}
 		}
 		if x.Mode != "retry" || x.RetryOf == "" {
 			if depth == 0 {
@@ -216,35 +223,53 @@ func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
 		}
 		if x.RetryOf == holder {
 			lin.note = fmt.Sprintf("n8n: execution %s is a retry of the holder %s", k.ExecutionID, holder)
-			break
 		}
 		id = x.RetryOf
 	}
 	if k.ClaimedRetryOf != "" && k.ClaimedRetryOf != lin.retryOf {
-		lin.note += fmt.Sprintf("; the retry_of %s it sent is not n8n's", k.ClaimedRetryOf)
+		if known, x, _ := s.knownLineage(ctx, k.ExecutionID); !known || x.RetryOf != k.ClaimedRetryOf {
+			lin.note = strings.TrimPrefix(lin.note+fmt.Sprintf("; the retry_of %s it sent is not n8n's", k.ClaimedRetryOf), "; ")
+		}
 	}
 	return lin
 }
 
+// knownLineage returns what the service knows from n8n about an execution's
+// place in a retry chain: known is false when it knows nothing (the
+// execution is unseen, or seen only in claims).
+func (s *Store) knownLineage(ctx context.Context, id string) (bool, N8NExecution, error) {
+	var x struct {
+		RetryOf    string `db:"retry_of"`
+		Mode       string `db:"mode"`
+		WorkflowID string `db:"workflow_id"`
+	}
+	err := s.get(ctx, s.db, &x, "read lineage", `SELECT retry_of, mode, workflow_id FROM executions
+		WHERE execution_id = ? AND (retry_of <> '' OR mode <> '')`, id)
+	if isNoRows(err) {
+		return false, N8NExecution{}, nil
+	}
+	if err != nil {
+		return false, N8NExecution{}, err
+	}
+	return true, N8NExecution{ID: id, Mode: x.Mode, RetryOf: x.RetryOf, WorkflowID: x.WorkflowID}, nil
+}
+
 // otherHolder returns the execution holding the key (or one of its items)
-// when that is not the caller and the service knows no lineage of the
-// caller from n8n: then n8n is worth asking.
+// when that is not the caller.
 func (s *Store) otherHolder(ctx context.Context, k lineageKey) (string, error) {
 	statuses := []string{string(StatusProcessing)}
 	if k.Failed {
 		statuses = append(statuses, string(StatusFailed))
 	}
-	unknown := `AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.execution_id = :caller
-		AND (x.retry_of <> '' OR (x.mode <> '' AND x.mode <> 'retry')))`
 	query := `SELECT w.holder_execution_id FROM webhook_events w
 		WHERE w.source = :source AND w.event_id = :event_id AND w.status IN (:statuses) AND w.item_count = 0
-		AND w.holder_execution_id <> '' AND w.holder_execution_id <> :caller ` + unknown
+		AND w.holder_execution_id <> '' AND w.holder_execution_id <> :caller`
 	arg := map[string]any{"source": k.Source, "event_id": k.EventID, "statuses": statuses, "caller": k.ExecutionID}
 	if len(k.Items) > 0 {
 		arg["items"] = k.Items
 		query = `SELECT i.holder_execution_id FROM event_items i
 		WHERE i.source = :source AND i.event_id = :event_id AND i.item IN (:items) AND i.status IN (:statuses)
-		AND i.holder_execution_id <> '' AND i.holder_execution_id <> :caller ` + unknown + `
+		AND i.holder_execution_id <> '' AND i.holder_execution_id <> :caller
 		ORDER BY i.updated_at DESC LIMIT 1`
 	}
 	var holder string

@@ -188,10 +188,13 @@ func TestOneHolder(t *testing.T) {
 			s.claim(t, claimBody("shop", "e5", "30"))
 			other := claimBody("shop", "e5", "30")
 			other["workflow_id"] = "wf-staging"
-			out := s.claim(t, other)
-			if out["process"] != false || out["decision"] != "in_progress" ||
-				!strings.Contains(out["lineage_note"].(string), "not the execution 30 the service knows") {
-				t.Errorf("the impostor = %v", out)
+			deliveries := s.event(t, "shop", "e5")["deliveries"]
+			code, out := s.call(t, "POST", "/v1/claims", other)
+			if code != http.StatusConflict || !strings.Contains(apiErr(out)["message"].(string), "not the execution 30 the service knows") {
+				t.Errorf("the impostor: %d %v", code, out)
+			}
+			if ev := s.event(t, "shop", "e5"); ev["deliveries"] != deliveries || ev["holder_execution_id"] != "30" {
+				t.Errorf("the refused claim changed the entry: %v", ev)
 			}
 			if code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "e5", "execution_id": "30",
 				"workflow_id": "wf-staging", "outcome": "failed"}); code != http.StatusConflict || apiErr(out)["code"] != "not_holder" {
