@@ -50,6 +50,15 @@ type Alert struct {
 	// message is brought up to date.
 	Resolution string    `json:"resolution,omitempty"`
 	At         time.Time `json:"at"`
+	// Group names the group of an error linked to no event, and its repeat
+	// interval; Count, FirstAt and LastAt say how many of its errors are
+	// linked to no event, when they were first and last seen.
+	Group      string    `json:"group,omitempty"`
+	GroupFrom  time.Time `json:"group_from,omitzero"`
+	GroupUntil time.Time `json:"group_until,omitzero"`
+	Count      int       `json:"count,omitempty"`
+	FirstAt    time.Time `json:"first_at,omitzero"`
+	LastAt     time.Time `json:"last_at,omitzero"`
 }
 
 // HasEvent reports whether the alert is about an event (not an unlinked
@@ -126,15 +135,16 @@ func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h Hist
 		a.ErrorID = *h.ErrorID
 	}
 	// An outcome report or the stale detector says less about the execution
-	// than its claim did: fill in what the service knows of it.
-	if a.ExecutionID != "" && a.WorkflowID == "" {
+	// than its claim did, and no history line keeps the URL n8n put in an
+	// error payload: fill in what the service knows of it.
+	if a.ExecutionID != "" {
 		var x Execution
 		err := s.get(ctx, tx, &x, "read execution", selectExecution+` WHERE execution_id = ?`, a.ExecutionID)
 		if err != nil && !isNoRows(err) {
 			return Alert{}, err
 		}
-		a.WorkflowID, a.WorkflowName, a.N8NURL = x.WorkflowID, cmp.Or(a.WorkflowName, x.WorkflowName), x.URL
-		a.RetryOf = cmp.Or(a.RetryOf, x.RetryOf)
+		a.WorkflowID, a.WorkflowName = cmp.Or(a.WorkflowID, x.WorkflowID), cmp.Or(a.WorkflowName, x.WorkflowName)
+		a.N8NURL, a.RetryOf = x.URL, cmp.Or(a.RetryOf, x.RetryOf)
 	}
 	return a, nil
 }
@@ -181,8 +191,12 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 }
 
 // CurrentAlert returns a thread's first alert brought up to date: the
-// event's status now, and the outcome or resolution that settled it.
+// event's status now, and the outcome or resolution that settled it; for a
+// group of errors linked to no event, how many there are now.
 func (s *Store) CurrentAlert(ctx context.Context, root Alert) (Alert, error) {
+	if root.Group != "" {
+		return s.groupAlert(ctx, root)
+	}
 	if !root.HasEvent() {
 		return root, nil
 	}

@@ -306,7 +306,9 @@ func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev EventKey, chai
 	return fmt.Sprintf("error of execution %s, which does not hold the entry", chain[0]), nil
 }
 
-// alertUnlinked alerts about an error that belongs to no event (yet).
+// alertUnlinked alerts about an error that belongs to no event (yet). Such
+// errors are grouped by kind, workflow and node: the first of a repeat
+// interval opens a thread, the others are counted in it.
 func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r ErrorReport, now time.Time) error {
 	if r.Kind == ErrorTest {
 		return nil
@@ -315,10 +317,17 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r Erro
 	if r.Kind == ErrorExecution {
 		due = now.Add(unlinkedGrace)
 	}
+	g, opened, err := s.joinGroup(ctx, tx, r, now)
+	if err != nil {
+		return err
+	}
 	a := Alert{Kind: AlertUnlinkedError, ErrorID: id, ErrorKind: r.Kind, WorkflowID: r.WorkflowID,
 		WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
-		N8NURL: r.URL, Message: r.Message, At: now}
-	return s.enqueue(ctx, tx, ErrorThread(id), RowAlert, a, now, due)
+		N8NURL: r.URL, Message: r.Message, At: now, Group: g.Key, GroupFrom: g.OpenedAt, GroupUntil: g.ClosesAt}
+	if opened {
+		return s.enqueue(ctx, tx, g.Thread, RowAlert, a, now, due)
+	}
+	return s.repeatInGroup(ctx, tx, g, a, now, due)
 }
 
 // linkPendingErrors links the errors that arrived before the claim of their

@@ -37,6 +37,14 @@ type OutboxRow struct {
 	Channel    string        `db:"channel"`
 	TS         string        `db:"ts"`
 	LeaseOwner string        `db:"lease_owner"`
+	// AttemptedBy names the worker that last attempted the row.
+	AttemptedBy string `db:"attempted_by"`
+	// FirstAttemptAt is when the first attempt began.
+	FirstAttemptAt sql.NullTime `db:"first_attempt_at"`
+	// MaybeSent says that Slack may have posted the message already: an
+	// attempt ended in a timeout or a reset connection, or the worker that
+	// leased the row died with it.
+	MaybeSent bool `db:"maybe_sent"`
 }
 
 // Alert decodes the row's payload.
@@ -46,8 +54,10 @@ func (r OutboxRow) Alert() (Alert, error) {
 	return a, err
 }
 
-const selectOutbox = `SELECT id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
-	attempts, last_error, sent_at, channel, ts, lease_owner FROM outbox`
+const outboxColumns = `id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+	attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent`
+
+const selectOutbox = `SELECT ` + outboxColumns + ` FROM outbox`
 
 // leaseOutboxQuery picks the due rows that are first in their thread: an
 // event's messages go out one at a time and in order. A lease that ran out
@@ -61,20 +71,25 @@ const leaseOutboxQuery = `SELECT o.id FROM outbox o
 
 // leaseOutboxStatement leases the rows pick selects. pick is materialized
 // first: as a plain subquery of the UPDATE, PostgreSQL may run it once per
-// row and lease more rows than its LIMIT.
+// row and lease more rows than its LIMIT. A row taken over from an expired
+// lease (state still 'sending') may have been posted by the worker that held
+// it: it is marked maybe_sent, and that worker is kept as attempted_by.
 func leaseOutboxStatement(pick string) string {
 	return `WITH picked AS MATERIALIZED (` + pick + `)
-	UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1
+	UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1,
+	maybe_sent = (maybe_sent OR state = 'sending'),
+	attempted_by = CASE WHEN state = 'sending' THEN lease_owner ELSE attempted_by END,
+	first_attempt_at = COALESCE(first_attempt_at, :now)
 	WHERE id IN (SELECT id FROM picked)
 	AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
-	RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
-	attempts, last_error, sent_at, channel, ts, lease_owner`
+	RETURNING ` + outboxColumns
 }
 
 // LeaseOutbox takes up to limit due rows for owner until the lease ends.
 // Two workers, in one process or in several instances on one database,
 // never hold the same row: PostgreSQL skips rows another transaction is
-// leasing, SQLite has one writer.
+// leasing, SQLite has one writer. The worker leases one row at a time,
+// right before sending it, and renews the lease while the send runs.
 func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]OutboxRow, error) {
 	now := s.now()
 	query, args, err := sqlx.Named(s.d.leaseOutbox, map[string]any{
@@ -91,6 +106,38 @@ func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Durati
 	return rows, err
 }
 
+// RenewOutbox extends owner's lease of a row to lease from now. It reports
+// whether owner still held it: false means the lease ran out and another
+// worker may have taken the row over.
+func (s *Store) RenewOutbox(ctx context.Context, id int64, owner string, lease time.Duration) (bool, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = s.namedExec(ctx, tx, "renew outbox lease", `UPDATE outbox SET lease_until = :until
+			WHERE id = :id AND lease_owner = :owner AND state = 'sending'`,
+			map[string]any{"until": s.d.t(s.now().Add(lease)), "id": id, "owner": owner})
+		return err
+	})
+	return n == 1, err
+}
+
+// ReleaseOutbox gives back a row owner leased and never attempted (the
+// channel is paused, or the process is stopping): it is due again at due,
+// and the attempt it was leased for is not counted.
+func (s *Store) ReleaseOutbox(ctx context.Context, id int64, owner string, due time.Time) (bool, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = s.namedExec(ctx, tx, "release outbox row", `UPDATE outbox SET state = 'pending',
+			lease_owner = '', lease_until = NULL, due_at = :due, attempts = attempts - 1,
+			first_attempt_at = CASE WHEN attempts <= 1 THEN NULL ELSE first_attempt_at END
+			WHERE id = :id AND lease_owner = :owner AND state = 'sending'`,
+			map[string]any{"due": s.d.t(due), "id": id, "owner": owner})
+		return err
+	})
+	return n == 1, err
+}
+
 // Attempt is how one attempt to send a row ended.
 type Attempt struct {
 	State     string    // OutboxSent, OutboxPending (retry), OutboxDead, OutboxUnconfigured, OutboxSkipped
@@ -98,6 +145,11 @@ type Attempt struct {
 	LastError string
 	Channel   string
 	TS        string
+	// MaybeSent, for a retry, says that Slack may have posted the message.
+	MaybeSent bool
+	// Thread, for a sent row that opened a thread, is kept in the same
+	// transaction as the row's state: a thread is never lost between them.
+	Thread *Thread
 }
 
 // FinishOutbox records how an attempt ended, if owner still holds the row's
@@ -117,12 +169,17 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d Atte
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		n, err = s.namedExec(ctx, tx, "finish outbox", `UPDATE outbox SET state = :state, due_at = :due,
-		last_error = :last_error, sent_at = :sent_at, channel = :channel, ts = :ts, lease_owner = '', lease_until = NULL
+		last_error = :last_error, sent_at = :sent_at, channel = :channel, ts = :ts, lease_owner = '', lease_until = NULL,
+		attempted_by = :owner, maybe_sent = :maybe_sent
 		WHERE id = :id AND lease_owner = :owner AND state = 'sending'`, map[string]any{
 			"state": d.State, "due": s.d.t(due), "last_error": d.LastError, "sent_at": sentAt,
 			"channel": d.Channel, "ts": d.TS, "id": id, "owner": owner,
+			"maybe_sent": d.MaybeSent && d.State == OutboxPending,
 		})
-		return err
+		if err != nil || n != 1 || d.Thread == nil {
+			return err
+		}
+		return s.saveThread(ctx, tx, *d.Thread)
 	})
 	if err == nil && n == 1 {
 		s.metrics.Delivered(d.State)
@@ -149,14 +206,16 @@ type Thread struct {
 
 // SaveThread remembers where a thread's first message went.
 func (s *Store) SaveThread(ctx context.Context, t Thread) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
-			root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
-			ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
-			"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
-		})
-		return err
+	return s.inTx(ctx, func(tx *sqlx.Tx) error { return s.saveThread(ctx, tx, t) })
+}
+
+func (s *Store) saveThread(ctx context.Context, tx *sqlx.Tx, t Thread) error {
+	_, err := s.namedExec(ctx, tx, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
+		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
+		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
+		"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
 	})
+	return err
 }
 
 // Thread returns a thread's first message and its alert; ok is false when
@@ -210,4 +269,15 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", `SELECT count(*) FROM webhook_events
 		WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)`, s.d.t(s.reviewCutoff()))
 	return st, err
+}
+
+// OutboxEvent returns the event an outbox row tells about: the short link of
+// a message whose audit URL is too long for Slack names the row.
+func (s *Store) OutboxEvent(ctx context.Context, id int64) (EventKey, error) {
+	var k EventKey
+	err := s.get(ctx, s.db, &k, "read outbox", `SELECT source, event_id FROM outbox WHERE id = ? AND source <> ''`, id)
+	if isNoRows(err) {
+		return k, errorf(CodeNotFound, "no alert %d about an event", id)
+	}
+	return k, err
 }

@@ -41,6 +41,11 @@ const (
 		SELECT 'error::' || id FROM n8n_errors WHERE source IS NULL AND received_at < :before
 		ORDER BY id LIMIT :batch)`
 	pruneErrors = `DELETE FROM n8n_errors WHERE id IN (` + oldUnlinkedErrors + `)`
+	// The threads of groups of unlinked errors, and groups closed long ago.
+	pruneGroupThreads = `DELETE FROM slack_threads WHERE thread_key IN (
+		SELECT thread_key FROM slack_threads WHERE thread_key LIKE 'group::%' AND created_at < :before LIMIT :batch)`
+	pruneGroups = `DELETE FROM alert_groups WHERE group_key IN (
+		SELECT group_key FROM alert_groups WHERE closes_at < :before LIMIT :batch)`
 
 	pruneExecutions = `DELETE FROM executions WHERE execution_id IN (
 		SELECT x.execution_id FROM executions x WHERE x.last_seen_at < :before
@@ -75,6 +80,8 @@ func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (Pru
 		{"prune error alerts", pruneErrorAlerts, arg, nil},
 		{"prune error threads", pruneErrorThreads, arg, nil},
 		{"prune errors", pruneErrors, arg, &p.Errors},
+		{"prune group threads", pruneGroupThreads, arg, nil},
+		{"prune alert groups", pruneGroups, arg, nil},
 		{"prune executions", pruneExecutions, arg, &p.Executions},
 		{"drop payloads", dropPayloads, map[string]any{"before": s.d.t(payloadBefore), "batch": retentionBatch}, &p.Payloads},
 	}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -32,6 +33,10 @@ type Options struct {
 	// ReviewAfter is how long an entry may stay processing without an
 	// outcome before a person should look at it.
 	ReviewAfter time.Duration
+	// AlertRepeat is how long errors linked to no event of one kind,
+	// workflow and node go into one thread before a fresh alert
+	// (DefaultAlertRepeat when unset).
+	AlertRepeat time.Duration
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
 	Lookup ExecutionLookup
@@ -49,6 +54,7 @@ type Store struct {
 	d           dialect
 	where       string // the database, for messages, without credentials
 	reviewAfter time.Duration
+	alertRepeat time.Duration
 	lookup      ExecutionLookup
 	metrics     *Metrics
 	now         func() time.Time
@@ -79,6 +85,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		d:           d,
 		where:       where,
 		reviewAfter: opts.ReviewAfter,
+		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
 		lookup:      opts.Lookup,
 		metrics:     opts.Metrics,
 		now:         opts.Now,

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 )
 
@@ -262,10 +264,20 @@ func TestErrorBeforeClaim(t *testing.T) {
 		if strings.Join(lines, " ") != want {
 			t.Errorf("history = %v, want %s", lines, want)
 		}
-		var skipped int
-		s.store.DB().Get(&skipped, `SELECT count(*) FROM outbox WHERE thread_key LIKE 'error:%' AND state = 'skipped'`)
-		if skipped != 2 {
-			t.Errorf("%d unlinked alerts cancelled, want 2", skipped)
+		// Both errors went into one group alert (one workflow, node and
+		// kind); now that they are linked, the group counts none of them,
+		// and the worker skips its message when it is due.
+		var payloads []string
+		s.store.DB().Select(&payloads, `SELECT payload FROM outbox WHERE kind = 'alert' AND thread_key LIKE 'group:%'`)
+		if len(payloads) != 1 {
+			t.Fatalf("%d group alerts for two errors of one node, want 1", len(payloads))
+		}
+		root, err := audit.OutboxRow{Payload: payloads[0]}.Alert()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now, err := s.store.CurrentAlert(context.Background(), root); err != nil || now.Count != 0 {
+			t.Errorf("the group still counts %d unlinked errors (%v), want 0", now.Count, err)
 		}
 	})
 }

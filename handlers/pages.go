@@ -108,6 +108,7 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p.GET("/executions/:id", h.executionPage)
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
+	p.GET("/e/:id", h.shortLink)
 }
 
 // render writes a page. It renders into a buffer first, so that a failing

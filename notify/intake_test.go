@@ -82,7 +82,7 @@ func TestIntakeDoesNotWaitForSlack(t *testing.T) {
 			t.Errorf("after Slack came back: %+v", sent)
 		}
 		var last audit.OutboxRow
-		r.store.DB().Get(&last, `SELECT id, state FROM outbox WHERE thread_key LIKE 'error:%' ORDER BY id LIMIT 1`)
+		r.store.DB().Get(&last, `SELECT id, state FROM outbox WHERE thread_key LIKE 'group:%' ORDER BY id LIMIT 1`)
 		if last.State != audit.OutboxPending {
 			t.Errorf("the unlinked error's alert is %q, want pending during its grace", last.State)
 		}

@@ -4,13 +4,11 @@
 package notify
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"io/fs"
+	"net/url"
+	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -25,42 +23,25 @@ type Message struct {
 	ThreadTS string // reply in this thread
 	UpdateTS string // rewrite this message instead of posting
 	Channel  string // the thread's or message's channel; "" is the configured one
+	// Metadata marks the message as the outbox row's, so that it can be
+	// found in the channel's history after an answer that never came.
+	Metadata *slack.SlackMetadata
 }
 
-// Renderer turns alerts into messages with the template in
-// templates/slack/alert.json.tmpl.
+// Renderer turns alerts into Block Kit messages, built with slack-go's
+// block types and bounded to Slack's limits. The wording is in wording.go.
 type Renderer struct {
-	tmpl  *template.Template
 	links audit.Links
 	now   func() time.Time
 }
 
-// NewRenderer parses the template and renders a sample of every kind of
-// alert, so that a broken template stops the start, not the first alert.
-func NewRenderer(fsys fs.FS, links audit.Links, now func() time.Time) (*Renderer, error) {
+// NewRenderer returns a renderer whose links follow links; now is the clock
+// for "processing for" (time.Now when nil).
+func NewRenderer(links audit.Links, now func() time.Time) *Renderer {
 	if now == nil {
 		now = time.Now
 	}
-	t, err := template.New("alert.json.tmpl").Funcs(template.FuncMap{
-		"json":   func(s string) (string, error) { b, err := json.Marshal(s); return string(b), err },
-		"mrkdwn": escape,
-	}).ParseFS(fsys, "slack/alert.json.tmpl")
-	if err != nil {
-		return nil, fmt.Errorf("notify: parse the Slack template: %w", err)
-	}
-	r := &Renderer{tmpl: t, links: links, now: now}
-	at := now()
-	for _, kind := range []string{audit.AlertExecutionError, audit.AlertUnlinkedError, audit.AlertUnknown,
-		audit.AlertStale, audit.AlertFingerprint, audit.AlertNews, "test"} {
-		a := audit.Alert{Kind: kind, Source: "shop", EventID: "order-1042 <&>", Status: audit.StatusProcessing,
-			Since: at.Add(-time.Hour), ExecutionID: "4711", Message: "sample \"message\" <b>", News: audit.KindClaim, At: at}
-		for _, mode := range []mode{asFirst, asReply, asUpdate} {
-			if _, err := r.render(a, mode); err != nil {
-				return nil, fmt.Errorf("notify: the Slack template does not render a %s alert: %w", kind, err)
-			}
-		}
-	}
-	return r, nil
+	return &Renderer{links: links, now: now}
 }
 
 // mode is how a message stands in its thread.
@@ -72,140 +53,227 @@ const (
 	asUpdate             // the first message, rewritten to the current state
 )
 
-type field struct{ Label, Value string }
+// field is a label and a value, the value escaped for mrkdwn.
+type field struct{ label, value string }
 
-type button struct{ Text, URL string }
+type button struct{ id, text, url string }
 
-// view is what the template sees.
-type view struct {
-	Kind, Subject, Source, EventID, Item, Status string
-	Workflow, Node, ExecutionID, RetryOf         string
-	ErrorID                                      int64
-	Deliveries                                   int
-	Processing, Message, Short, News, NewsTitle  string
-	Resolution, At, Headline                     string
-	AuditURL, N8NURL, CRMURL                     string
-	Reply, Updated                               bool
-	Fields                                       []field
-	Buttons                                      []button
+// card is what a message says, before it is cut to Slack's limits.
+type card struct {
+	headline   string // plain
+	summary    string // mrkdwn
+	fields     []field
+	message    string // plain
+	resolution string // plain
+	context    []string
+	buttons    []button
+	text       string // mrkdwn: the notification
 }
 
 // Render renders an alert as the first message of its thread.
-func (r *Renderer) Render(a audit.Alert) (Message, error) { return r.render(a, asFirst) }
+func (r *Renderer) Render(a audit.Alert) Message { return r.render(a, asFirst, 0) }
 
-func (r *Renderer) render(a audit.Alert, m mode) (Message, error) {
-	v := r.view(a, m)
-	var head bytes.Buffer
-	if err := r.tmpl.ExecuteTemplate(&head, "headline", v); err != nil {
-		return Message{}, err
-	}
-	v.Headline = audit.Truncate(strings.TrimSpace(head.String()), 150) // Slack's limit for a header
-	var text, blocks bytes.Buffer
-	if err := r.tmpl.ExecuteTemplate(&text, "text", v); err != nil {
-		return Message{}, err
-	}
-	if err := r.tmpl.ExecuteTemplate(&blocks, "blocks", v); err != nil {
-		return Message{}, err
-	}
-	var msg Message
-	if err := json.Unmarshal(blocks.Bytes(), &msg.Blocks); err != nil {
-		return Message{}, fmt.Errorf("the blocks are not valid Block Kit JSON: %w", err)
-	}
-	msg.Text = audit.Truncate(strings.TrimSpace(text.String()), 3000)
-	return msg, nil
-}
-
-func (r *Renderer) view(a audit.Alert, m mode) view {
-	v := view{
-		Kind: a.Kind, Source: a.Source, EventID: a.EventID, Item: a.Item, Status: string(a.Status),
-		Workflow: cmp.Or(a.WorkflowName, a.WorkflowID), Node: a.Node, ExecutionID: a.ExecutionID,
-		RetryOf: a.RetryOf, ErrorID: a.ErrorID, Deliveries: a.Deliveries,
-		Message: escape(audit.Truncate(a.Message, 500)), Short: escape(audit.Truncate(a.Message, 150)),
-		Reply: m == asReply, Updated: m == asUpdate, At: a.At.UTC().Format("2006-01-02 15:04:05 UTC"),
-	}
+// render renders an alert; row is its outbox row, for the short audit link
+// of an event whose id makes the long one too long for Slack.
+func (r *Renderer) render(a audit.Alert, m mode, row int64) Message {
+	c := card{headline: headline(a, m), message: plain(a.Message)}
+	subj := subject(a)
 	switch {
-	case a.HasEvent():
-		v.Subject = a.Source + " / " + a.EventID
-		if a.Item != "" {
-			v.Subject += " / " + a.Item
-		}
-		v.AuditURL = r.links.Event(a.Source, a.EventID)
-		v.CRMURL = r.links.CRMOrder(a.Source, a.EventID, a.Item, a.CRMRef)
-	case a.ErrorID != 0:
-		v.Subject = fmt.Sprintf("error #%d", a.ErrorID)
-		v.AuditURL = r.links.Error(a.ErrorID)
+	case m == asReply && a.Group != "":
+		c.summary = escape(subj) + " — " + groupCount(a)
+	case m == asReply:
+		_, c.summary = news(a)
+		c.summary = escape(subj) + " — " + c.summary
+	case a.Group != "":
+		c.summary = "*" + groupCount(a) + "*"
+		c.fields = r.groupFields(a)
+	default:
+		c.fields = r.fields(a)
 	}
-	v.N8NURL = r.links.N8NExecution(a.WorkflowID, a.ExecutionID, a.N8NURL)
-	if a.Status == audit.StatusProcessing && !a.Since.IsZero() {
-		v.Processing = audit.HumanDuration(r.now().Sub(a.Since), "")
-	}
-	v.NewsTitle, v.News = news(a)
 	if a.Resolution != "" {
-		v.Resolution = escape(a.Resolution)
+		c.resolution = plain(a.Resolution)
 	}
-	v.Fields = fields(a, v)
-	for _, b := range []button{{"Audit row", v.AuditURL}, {"n8n execution", v.N8NURL}, {"CRM order", v.CRMURL}} {
-		if b.URL != "" {
-			v.Buttons = append(v.Buttons, b)
-		}
+	c.context = []string{escape(stamp(a.At))}
+	if u, host := r.payloadLink(a); u != "" {
+		c.context = append(c.context, payloadLinkMrkdwn(host, u))
 	}
-	return v
+	c.buttons = r.buttons(a, row)
+	c.text = escape(c.headline + ": " + subj)
+	switch {
+	case m == asReply && a.Group != "":
+		c.text += " — " + groupCount(a)
+	case m == asReply:
+		_, n := news(a)
+		c.text += " — " + n
+	case a.Group != "":
+		c.text += ": " + groupCount(a)
+	}
+	if a.Message != "" {
+		c.text += ": " + escape(fit(a.Message, 150))
+	}
+	return Message{Text: fit(c.text, maxText), Blocks: c.blocks()}
 }
 
-func fields(a audit.Alert, v view) []field {
+func (r *Renderer) fields(a audit.Alert) []field {
 	var out []field
 	add := func(label, value string) {
 		if value != "" {
-			out = append(out, field{label, escape(audit.Truncate(value, 200))})
+			out = append(out, field{label, escape(value)})
 		}
 	}
-	add("Source", a.Source)
-	add("Event ID", a.EventID)
-	add("Item", a.Item)
-	add("Status", string(a.Status))
-	if a.ErrorKind != "" {
-		add("Kind", a.ErrorKind)
-	}
-	add("Workflow", v.Workflow)
-	add("Failed node", a.Node)
-	add("Execution", a.ExecutionID)
-	add("Retry of", a.RetryOf)
+	add(labelSource, a.Source)
+	add(labelEventID, a.EventID)
+	add(labelItem, a.Item)
+	add(labelStatus, string(a.Status))
+	add(labelKind, a.ErrorKind)
+	add(labelWorkflow, cmp.Or(a.WorkflowName, a.WorkflowID))
+	add(labelNode, a.Node)
+	add(labelExecution, a.ExecutionID)
+	add(labelRetryOf, a.RetryOf)
 	if a.Deliveries > 0 {
-		add("Deliveries", fmt.Sprint(a.Deliveries))
+		add(labelDeliveries, strconv.Itoa(a.Deliveries))
 	}
-	add("Processing for", v.Processing)
-	if len(out) > 10 { // Slack's limit for a section's fields
-		out = out[:10]
+	if a.Status == audit.StatusProcessing && !a.Since.IsZero() {
+		add(labelProcessing, audit.HumanDuration(r.now().Sub(a.Since), " "))
 	}
 	return out
 }
 
-// news says what a follow-up reports: a short title and a sentence.
-func news(a audit.Alert) (string, string) {
-	who := escape(a.ExecutionID)
-	switch a.News {
-	case audit.KindClaim:
-		switch a.Delivery {
-		case string(audit.DeliveryManualRetry):
-			return "manual retry", fmt.Sprintf("execution %s, a retry of %s, presented it: *%s*", who, escape(a.RetryOf), a.Decision)
+func (r *Renderer) groupFields(a audit.Alert) []field {
+	var out []field
+	add := func(label, value string) {
+		if value != "" {
+			out = append(out, field{label, escape(value)})
 		}
-		return "redelivery", fmt.Sprintf("execution %s presented it again: *%s*", who, a.Decision)
-	case audit.KindError:
-		return "new error", fmt.Sprintf("execution %s failed in %s", who, escape(cmp.Or(a.Node, "an unnamed node")))
-	case audit.KindOutcome:
-		return "outcome " + a.Decision, fmt.Sprintf("reported *%s*", escape(a.Message))
-	case audit.KindResolution:
-		return "resolved " + a.Decision, fmt.Sprintf("*%s* by %s", a.Decision, escape(a.Actor))
-	case audit.KindStale:
-		return "stale", "still processing without an outcome"
-	case audit.KindFingerprint:
-		return "fingerprint mismatch", "a delivery brought another fingerprint"
 	}
-	return a.News, escape(a.Message)
+	add(labelWorkflow, cmp.Or(a.WorkflowName, a.WorkflowID))
+	add(labelNode, a.Node)
+	add(labelKind, a.ErrorKind)
+	add(labelFailures, strconv.Itoa(max(a.Count, 1)))
+	add(labelLastExec, a.ExecutionID)
+	return out
 }
 
-// escape makes text safe for Slack's mrkdwn: &, < and > are its control
-// characters (links, mentions).
-func escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+// buttons links the audit row, n8n's execution (only through the editor URL
+// the configuration names) and the CRM's order. A link too long for a
+// button is replaced by a short one when the service can redirect it, and
+// left out otherwise.
+func (r *Renderer) buttons(a audit.Alert, row int64) []button {
+	var out []button
+	add := func(id, text, u string) {
+		if u != "" && length(u) <= maxURL {
+			out = append(out, button{id, text, u})
+		}
+	}
+	switch {
+	case a.Kind == kindTest:
+	case a.HasEvent():
+		u := r.links.Event(a.Source, a.EventID)
+		if length(u) > maxURL && row > 0 {
+			u = r.shortLink(row)
+		}
+		add("audit", buttonAudit, u)
+	case a.ErrorID != 0:
+		add("audit", buttonAudit, r.links.Error(a.ErrorID))
+	}
+	add("n8n", buttonN8N, r.editorLink(a))
+	if a.HasEvent() && a.Kind != kindTest {
+		add("crm", buttonCRM, r.links.CRMOrder(a.Source, a.EventID, a.Item, a.CRMRef))
+	}
+	return out
+}
+
+// shortLink is the audit page of an outbox row's event, by the row's id:
+// GET /e/{id} redirects to it (after sign-in, like every page).
+func (r *Renderer) shortLink(row int64) string {
+	return r.links.BaseURL + "/e/" + strconv.FormatInt(row, 10)
+}
+
+// editorLink is the execution's page in n8n's editor, built from the
+// configured editor URL only.
+func (r *Renderer) editorLink(a audit.Alert) string {
+	if r.links.N8NEditorURL == "" {
+		return ""
+	}
+	return r.links.N8NExecution(a.WorkflowID, a.ExecutionID, "")
+}
+
+// payloadLink returns the URL the error payload carried, and its host, when
+// no editor URL is configured to build a trusted one.
+func (r *Renderer) payloadLink(a audit.Alert) (string, string) {
+	if r.links.N8NEditorURL != "" || a.N8NURL == "" {
+		return "", ""
+	}
+	u, err := url.Parse(a.N8NURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", ""
+	}
+	return fit(a.N8NURL, 500), u.Host
+}
+
+// blocks builds the Block Kit of a card, every text cut to its limit.
+func (c card) blocks() slack.Blocks {
+	var bs []slack.Block
+	bs = append(bs, slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, fit(c.headline, maxHeader), false, false)))
+	if c.summary != "" {
+		bs = append(bs, slack.NewSectionBlock(mrkdwn(fit(c.summary, maxSection)), nil, nil))
+	}
+	if len(c.fields) > 0 {
+		var fs []*slack.TextBlockObject
+		for _, f := range c.fields[:min(len(c.fields), maxFields)] {
+			fs = append(fs, mrkdwn(fit("*"+f.label+"*\n"+f.value, maxField)))
+		}
+		bs = append(bs, slack.NewSectionBlock(nil, fs, nil))
+	}
+	for _, s := range []string{c.message, c.resolution} {
+		if s != "" {
+			bs = append(bs, slack.NewSectionBlock(slack.NewTextBlockObject(slack.PlainTextType, fit(s, maxSection), false, false), nil, nil))
+		}
+	}
+	var ctx []slack.MixedElement
+	for _, s := range c.context[:min(len(c.context), maxContext)] {
+		ctx = append(ctx, mrkdwn(fit(s, maxField)))
+	}
+	bs = append(bs, slack.NewContextBlock("", ctx...))
+	if len(c.buttons) > 0 {
+		var els []slack.BlockElement
+		for _, b := range c.buttons[:min(len(c.buttons), maxButtons)] {
+			btn := slack.NewButtonBlockElement("open_"+b.id, "", slack.NewTextBlockObject(slack.PlainTextType, fit(b.text, maxButtonText), false, false))
+			els = append(els, btn.WithURL(b.url))
+		}
+		bs = append(bs, slack.NewActionBlock("", els...))
+	}
+	if len(bs) > maxBlocks {
+		bs = append(bs[:maxBlocks-1], slack.NewContextBlock("", mrkdwn(fmt.Sprintf("%s %d more blocks left out", cut, len(bs)-maxBlocks+1))))
+	}
+	return slack.Blocks{BlockSet: bs}
+}
+
+// mrkdwn is a mrkdwn text object taken verbatim: Slack neither links URLs
+// nor names of channels in it, so that only the links we build are links.
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, true)
+}
+
+// linkURL makes a URL safe inside a mrkdwn link, <url|label>.
+func linkURL(u string) string {
+	return strings.NewReplacer("|", "%7C", "<", "%3C", ">", "%3E").Replace(u)
+}
+
+// fallback is the minimal message sent when Slack refused the full one: the
+// source, the event id and the audit link, as text.
+func (r *Renderer) fallback(a audit.Alert, row int64) Message {
+	var link string
+	switch {
+	case a.HasEvent() && row > 0:
+		link = r.shortLink(row)
+	case a.HasEvent():
+		link = r.links.Event(a.Source, a.EventID)
+	case a.ErrorID != 0:
+		link = r.links.Error(a.ErrorID)
+	}
+	if length(link) > maxURL {
+		link = ""
+	}
+	return Message{Text: fit(fallbackMrkdwn(a, link), maxText)}
 }

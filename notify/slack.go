@@ -1,10 +1,12 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,31 +19,61 @@ type Posted struct{ Channel, TS string }
 // Notifier sends one message. On failure, retry says whether another
 // attempt may succeed (transport errors, 5xx, rate limits) or not (a bad
 // token, an unknown channel); RetryAfter(err) says how long Slack asked to
-// wait. Errors never hold a token or a webhook URL.
+// wait, MaybeSent(err) whether Slack may have posted it all the same.
+// Errors never hold a token or a webhook URL.
 type Notifier interface {
 	Notify(ctx context.Context, m Message) (p Posted, retry bool, err error)
 	// Threads reports whether the notifier can reply in threads and update
 	// messages (the Web API can, an incoming webhook cannot).
 	Threads() bool
-	// Name names the destination for rate limits and logs, without secrets.
+	// Name names the destination for logs, without secrets.
 	Name() string
+	// Channel names the channel a message without one goes to, for the
+	// pacing every instance shares.
+	Channel() string
 }
+
+// Finder looks for a message in its channel's history: after an attempt
+// whose answer never came, a message found there is not posted again.
+type Finder interface {
+	// Find looks for a message with m's metadata posted since since (in
+	// m's thread when it is a reply). It returns ErrNoHistory when the
+	// token may not read the channel's history.
+	Find(ctx context.Context, m Message, since time.Time) (Posted, bool, error)
+}
+
+// ErrNoHistory means the bot token lacks the scope to read the channel's
+// history (channels:history for a public channel, groups:history for a
+// private one).
+var ErrNoHistory = errors.New("slack: the token may not read the channel's history (add channels:history or groups:history)")
+
+// BotConfig configures a Bot.
+type BotConfig struct {
+	Token   string
+	Channel string // a channel id, such as C0123456789
+	APIURL  string // replaces https://slack.com/api/ (tests, proxies)
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds one call to Slack.
+const DefaultTimeout = 15 * time.Second
 
 // Bot sends with the Web API: chat.postMessage and chat.update.
 type Bot struct {
 	client  *slack.Client
 	channel string
 	token   string
+	timeout time.Duration
 }
 
-// NewBot returns a notifier posting to channel with a bot token. apiURL,
-// when set, replaces https://slack.com/api/ (tests, proxies).
-func NewBot(token, channel, apiURL string) *Bot {
-	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: 15 * time.Second})}
-	if apiURL != "" {
-		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(apiURL, "/")+"/"))
+// NewBot returns a notifier posting to a channel with a bot token.
+func NewBot(c BotConfig) *Bot {
+	timeout := cmp.Or(c.Timeout, DefaultTimeout)
+	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: timeout})}
+	if c.APIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.APIURL, "/")+"/"))
 	}
-	return &Bot{client: slack.New(token, opts...), channel: channel, token: token}
+	return &Bot{client: slack.New(c.Token, opts...), channel: c.Channel, token: c.Token, timeout: timeout}
 }
 
 // Threads reports true: the Web API replies in threads and updates messages.
@@ -50,14 +82,21 @@ func (b *Bot) Threads() bool { return true }
 // Name names the channel.
 func (b *Bot) Name() string { return "channel " + b.channel }
 
+// Channel returns the configured channel.
+func (b *Bot) Channel() string { return b.channel }
+
 // Notify posts m, replies in its thread, or updates the message it names.
+// The message is posted with its metadata and without unfurling links.
 func (b *Bot) Notify(ctx context.Context, m Message) (Posted, bool, error) {
-	channel := m.Channel
-	if channel == "" {
-		channel = b.channel
+	channel := cmp.Or(m.Channel, b.channel)
+	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false), slack.MsgOptionDisableLinkUnfurl(),
+		slack.MsgOptionDisableMediaUnfurl()}
+	if len(m.Blocks.BlockSet) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(m.Blocks.BlockSet...))
 	}
-	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false), slack.MsgOptionBlocks(m.Blocks.BlockSet...),
-		slack.MsgOptionDisableLinkUnfurl()}
+	if m.Metadata != nil {
+		opts = append(opts, slack.MsgOptionMetadata(*m.Metadata))
+	}
 	var ch, ts string
 	var err error
 	if m.UpdateTS != "" {
@@ -75,101 +114,99 @@ func (b *Bot) Notify(ctx context.Context, m Message) (Posted, bool, error) {
 	return Posted{Channel: ch, TS: ts}, false, nil
 }
 
-// AuthTest asks Slack who the token belongs to (auth.test).
-func (b *Bot) AuthTest(ctx context.Context) (string, error) {
-	r, err := b.client.AuthTestContext(ctx)
-	if err != nil {
-		_, clean := classify(err, b.token)
-		return "", clean
+// historyPages bounds a search of the history: 1,000 messages since the
+// first attempt, in a channel busier than that the message is not looked for
+// further and is posted again.
+const historyPages = 5
+
+// Find looks for a message carrying m's metadata since since, with
+// conversations.history (or conversations.replies for a reply) and
+// include_all_metadata.
+func (b *Bot) Find(ctx context.Context, m Message, since time.Time) (Posted, bool, error) {
+	if m.Metadata == nil {
+		return Posted{}, false, nil
 	}
-	return r.User + " in " + r.Team, nil
-}
-
-// Webhook sends with an incoming webhook: plain messages, no threads.
-type Webhook struct {
-	url  string
-	http *http.Client
-}
-
-// NewWebhook returns a notifier posting to an incoming webhook URL.
-func NewWebhook(webhookURL string) *Webhook {
-	return &Webhook{url: webhookURL, http: &http.Client{Timeout: 15 * time.Second}}
-}
-
-// Threads reports false: a webhook can neither reply nor update.
-func (w *Webhook) Threads() bool { return false }
-
-// Name names the webhook without its secret path.
-func (w *Webhook) Name() string {
-	if u, err := url.Parse(w.url); err == nil {
-		return "webhook at " + u.Host
-	}
-	return "webhook"
-}
-
-// Notify posts m as a new message.
-func (w *Webhook) Notify(ctx context.Context, m Message) (Posted, bool, error) {
-	blocks := m.Blocks
-	err := slack.PostWebhookCustomHTTPContext(ctx, w.url, w.http, &slack.WebhookMessage{Text: m.Text, Blocks: &blocks})
-	if err != nil {
-		retry, clean := classify(err, w.url)
-		return Posted{}, retry, clean
+	channel := cmp.Or(m.Channel, b.channel)
+	// Slack's clock and ours may differ a little.
+	oldest := strconv.FormatFloat(float64(since.Add(-time.Minute).UnixMicro())/1e6, 'f', 6, 64)
+	cursor := ""
+	for page := 0; page < historyPages; page++ {
+		var msgs []slack.Message
+		var err error
+		if m.ThreadTS != "" {
+			msgs, _, cursor, err = b.client.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: channel, Timestamp: m.ThreadTS, Oldest: oldest, Cursor: cursor, Limit: 200,
+				IncludeAllMetadata: true})
+		} else {
+			var r *slack.GetConversationHistoryResponse
+			r, err = b.client.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: channel, Oldest: oldest, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+			if r != nil {
+				msgs, cursor = r.Messages, r.ResponseMetaData.NextCursor
+			}
+		}
+		if err != nil {
+			var api slack.SlackErrorResponse
+			if errors.As(err, &api) && (api.Err == "missing_scope" || api.Err == "not_allowed_token_type") {
+				return Posted{}, false, ErrNoHistory
+			}
+			_, clean := classify(err, b.token)
+			return Posted{}, false, clean
+		}
+		for _, msg := range msgs {
+			if sameMetadata(msg.Metadata, *m.Metadata) {
+				return Posted{Channel: channel, TS: msg.Timestamp}, true, nil
+			}
+		}
+		if cursor == "" {
+			break
+		}
 	}
 	return Posted{}, false, nil
 }
 
-// sendError is a Slack failure with the secrets taken out.
-type sendError struct {
-	msg   string
-	after time.Duration
-}
-
-// Error returns the message without secrets.
-func (e *sendError) Error() string { return e.msg }
-
-// RetryAfter returns how long Slack asked to wait before the next attempt,
-// or 0.
-func RetryAfter(err error) time.Duration {
-	var e *sendError
-	if errors.As(err, &e) {
-		return e.after
+func sameMetadata(got, want slack.SlackMetadata) bool {
+	if got.EventType != want.EventType || len(want.EventPayload) == 0 {
+		return false
 	}
-	return 0
-}
-
-// Slack's API errors that a later attempt may not see.
-var transientAPIErrors = map[string]bool{
-	"ratelimited": true, "internal_error": true, "fatal_error": true, "service_unavailable": true,
-	"request_timeout": true, "team_added_to_org": true,
-}
-
-// classify decides whether err is worth another attempt, and returns it
-// without the secrets: slack-go and net/http put URLs (a webhook's is its
-// secret) into their errors.
-func classify(err error, secrets ...string) (bool, error) {
-	clean := func(msg string, after time.Duration) error {
-		for _, s := range secrets {
-			if s != "" {
-				msg = strings.ReplaceAll(msg, s, "[redacted]")
-			}
+	for k, v := range want.EventPayload {
+		if fmt.Sprint(got.EventPayload[k]) != fmt.Sprint(v) {
+			return false
 		}
-		return &sendError{msg: "slack: " + msg, after: after}
 	}
-	var limited *slack.RateLimitedError
-	var status slack.StatusCodeError
-	var api slack.SlackErrorResponse
-	var uerr *url.Error
-	switch {
-	case errors.As(err, &limited):
-		return true, clean("rate limited", limited.RetryAfter)
-	case errors.As(err, &status):
-		return status.Code >= 500 || status.Code == http.StatusTooManyRequests, clean(status.Status, 0)
-	case errors.As(err, &api):
-		return transientAPIErrors[api.Err], clean(api.Err, 0)
-	case errors.As(err, &uerr):
-		return true, clean(uerr.Op+": "+uerr.Err.Error(), 0) // without the URL
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return true, clean("no answer in time", 0)
+	return true
+}
+
+// AuthInfo is what auth.test says about the token.
+type AuthInfo struct {
+	Who    string   // "bot in Team"
+	Scopes []string // the token's OAuth scopes, from the X-OAuth-Scopes header
+}
+
+// CanReadHistory reports whether the scopes let the bot look for a message
+// in its channel's history.
+func (i AuthInfo) CanReadHistory() bool {
+	for _, s := range i.Scopes {
+		if s == "channels:history" || s == "groups:history" {
+			return true
+		}
 	}
-	return true, clean(err.Error(), 0)
+	return false
+}
+
+// AuthTest asks Slack who the token belongs to and what it may do
+// (auth.test).
+func (b *Bot) AuthTest(ctx context.Context) (AuthInfo, error) {
+	r, err := b.client.AuthTestContext(ctx)
+	if err != nil {
+		_, clean := classify(err, b.token)
+		return AuthInfo{}, clean
+	}
+	info := AuthInfo{Who: r.User + " in " + r.Team}
+	for _, s := range strings.Split(r.Header.Get("X-OAuth-Scopes"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			info.Scopes = append(info.Scopes, s)
+		}
+	}
+	return info, nil
 }

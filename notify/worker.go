@@ -2,9 +2,7 @@ package notify
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,10 +12,13 @@ import (
 // NotConfigured is the state text of alerts kept while no Slack is set up.
 const NotConfigured = "not sent: Slack not configured"
 
-// Worker drains the outbox. Several workers (in one process or in several
-// instances on one database) never send a row twice: each leases its rows.
-// A row is sent at least once; it is sent twice only if the process dies
-// between Slack's answer and the row's update.
+// Worker drains the outbox. Several workers, in one process or in several
+// instances on one database, never send a row twice: a worker leases one
+// row right before it sends it, renews the lease while the send runs, and
+// records how the attempt ended only while it still holds the lease. An
+// attempt whose answer never came (a timeout, a reset connection, a worker
+// that died mid-send) leaves the row marked maybe-sent, and the next attempt
+// looks for the message in the channel's history before posting again.
 type Worker struct {
 	Store    *audit.Store
 	Notifier Notifier // nil when Slack is not configured
@@ -25,17 +26,27 @@ type Worker struct {
 	Log      *slog.Logger
 	Owner    string // this worker, in leases
 
-	Lease       time.Duration // how long a leased row is this worker's (default 2m)
+	// Lease is how long a leased row is this worker's (default 1m); it is
+	// renewed every third of it while the attempt runs, so a send as slow
+	// as the client's timeout allows never loses it.
+	Lease time.Duration
+	// AttemptTimeout bounds one attempt: waiting for the channel, looking in
+	// its history and sending (default 2m).
+	AttemptTimeout time.Duration
+	// StopGrace is how long the attempt in flight may go on after the stop
+	// (default 20s): it finishes and is recorded rather than cut off and
+	// sent again after the restart.
+	StopGrace   time.Duration
 	Poll        time.Duration // how often to look for due rows without a wake-up (default 2s)
 	BaseBackoff time.Duration // the first retry's delay, doubled each time (default 2s)
 	MaxBackoff  time.Duration // the cap of the delay (default 5m)
 	GiveUpAfter time.Duration // a row still failing after this dead-letters (default 24h)
-	MinInterval time.Duration // between two messages to one channel (default 1s)
+	MinInterval time.Duration // between two messages to one channel, from every instance (default 1s)
 	Now         func() time.Time
 
-	mu       sync.Mutex
-	lastSent map[string]time.Time
-	logged   map[string]bool // dead-letter reasons already logged
+	mu     sync.Mutex
+	logged map[string]bool // dead-letter reasons and warnings already logged
+	origin string          // this database's mark in message metadata
 }
 
 func (w *Worker) defaults() {
@@ -44,7 +55,9 @@ func (w *Worker) defaults() {
 			*d = v
 		}
 	}
-	set(&w.Lease, 2*time.Minute)
+	set(&w.Lease, time.Minute)
+	set(&w.AttemptTimeout, 2*time.Minute)
+	set(&w.StopGrace, 20*time.Second)
 	set(&w.Poll, 2*time.Second)
 	set(&w.BaseBackoff, 2*time.Second)
 	set(&w.MaxBackoff, 5*time.Minute)
@@ -57,17 +70,21 @@ func (w *Worker) defaults() {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
 	w.mu.Lock()
-	if w.lastSent == nil {
-		w.lastSent, w.logged = map[string]time.Time{}, map[string]bool{}
+	if w.logged == nil {
+		w.logged = map[string]bool{}
 	}
 	w.mu.Unlock()
 }
 
-// Run drains the outbox until ctx ends, right after every commit that wrote
-// to it and at each poll. Rows left pending at shutdown stay in the table
-// and go out after the next start.
+// Run queues again what a change of the Slack configuration makes sendable,
+// then drains the outbox until ctx ends: right after every commit that
+// wrote to it, and at each poll. At the stop, the row in flight is finished
+// and recorded; rows never attempted stay pending for the next start.
 func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
+	if _, err := w.Resend(ctx); err != nil && ctx.Err() == nil {
+		w.Log.Warn("outbox: cannot check whether the Slack configuration changed", "err", err)
+	}
 	t := time.NewTicker(w.Poll)
 	defer t.Stop()
 	for {
@@ -83,163 +100,147 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// Drain sends every row that is due now and returns how many attempts it
-// made.
+// Resend records the fingerprint of the Slack configuration and, when it
+// changed, queues again the alerts of the last 24 hours that were not sent
+// for want of a working configuration. It returns how many it queued.
+func (w *Worker) Resend(ctx context.Context) (int, error) {
+	w.defaults()
+	fp, err := ConfigFingerprint(ctx, w.Store, w.Notifier)
+	if err != nil {
+		return 0, err
+	}
+	n, err := w.Store.ResendAfterChange(ctx, fp)
+	if n > 0 {
+		w.Log.Info("outbox: the Slack configuration changed: alerts it could not send are queued again",
+			"alerts", n, "since", audit.ResendWindow)
+	}
+	return n, err
+}
+
+// Drain sends every row that is due now, one lease at a time, and returns
+// how many it attempted.
 func (w *Worker) Drain(ctx context.Context) (int, error) {
 	w.defaults()
 	n := 0
 	for ctx.Err() == nil {
-		rows, err := w.Store.LeaseOutbox(ctx, w.Owner, w.Lease, 20)
+		rows, err := w.Store.LeaseOutbox(ctx, w.Owner, w.Lease, 1)
 		if err != nil || len(rows) == 0 {
 			return n, err
 		}
-		for _, row := range rows {
-			a := w.attempt(ctx, row)
-			ok, err := w.Store.FinishOutbox(ctx, row.ID, w.Owner, a)
-			if err != nil {
-				return n, err
-			}
-			if !ok {
-				w.Log.Warn("outbox: lease ran out before the row was finished", "row", row.ID)
-			}
+		released, err := w.process(ctx, rows[0])
+		if err != nil {
+			return n, err
+		}
+		if !released {
 			n++
 		}
 	}
 	return n, nil
 }
 
-// attempt sends one row and says how it ended.
-func (w *Worker) attempt(ctx context.Context, row audit.OutboxRow) audit.Attempt {
-	if w.Notifier == nil {
-		return audit.Attempt{State: audit.OutboxUnconfigured, LastError: NotConfigured}
-	}
-	a, err := row.Alert()
-	if err != nil {
-		return w.dead(row, "the row's alert does not decode: "+err.Error())
-	}
-	msg, skip, err := w.message(ctx, row, a)
-	switch {
-	case err != nil:
-		return w.failed(row, true, err)
-	case skip != "":
-		return audit.Attempt{State: audit.OutboxSkipped, LastError: skip}
-	}
-	if err := w.wait(ctx); err != nil {
-		return w.failed(row, true, err)
-	}
-	posted, retry, err := w.Notifier.Notify(ctx, msg)
-	w.sent()
-	if err != nil {
-		return w.failed(row, retry, err)
-	}
-	if row.Kind == audit.RowAlert && w.Notifier.Threads() {
-		t := audit.Thread{Key: row.ThreadKey, Channel: posted.Channel, TS: posted.TS, RootRowID: row.ID}
-		if err := w.Store.SaveThread(ctx, t); err != nil {
-			w.Log.Warn("outbox: sent, but could not keep the thread", "row", row.ID, "err", err)
+// process attempts one leased row and records how it ended. The attempt
+// runs on a context the stop does not cancel (for StopGrace at most): a
+// message that went out is recorded as sent, not posted again after the
+// restart.
+func (w *Worker) process(ctx context.Context, row audit.OutboxRow) (bool, error) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.AttemptTimeout)
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		select {
+		case <-actx.Done():
+		case <-time.After(w.StopGrace):
+			cancel()
 		}
-	}
-	return audit.Attempt{State: audit.OutboxSent, Channel: posted.Channel, TS: posted.TS}
+	})()
+	stopRenewing := w.keepLease(row.ID, cancel)
+	out := w.attempt(ctx, actx, row)
+	stopRenewing()
+	return out.release, w.record(ctx, row, out)
 }
 
-// message builds what to send for a row: the first message of a thread, a
-// reply in it, or the first message brought up to date. Without threads
-// (a webhook, or a first message that never went out), a reply is sent as
-// a message of its own, which names the event, and an update is skipped.
-func (w *Worker) message(ctx context.Context, row audit.OutboxRow, a audit.Alert) (Message, string, error) {
-	if row.Kind == audit.RowAlert {
-		m, err := w.Renderer.render(a, asFirst)
-		return m, "", err
-	}
-	thread, root, ok, err := w.Store.Thread(ctx, row.ThreadKey)
-	if err != nil {
-		return Message{}, "", err
-	}
-	threaded := ok && w.Notifier.Threads()
-	if row.Kind == audit.RowRefresh {
-		if !threaded {
-			return Message{}, "no first message to update (webhook, or it was never sent)", nil
+// keepLease renews the lease of a row every third of the lease until the
+// returned function is called. When the lease is lost (or cannot be renewed
+// before it runs out), it calls lost: the send stops rather than race the
+// worker that takes the row over.
+func (w *Worker) keepLease(id int64, lost context.CancelFunc) func() {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		every := w.Lease / 3
+		t := time.NewTicker(every)
+		defer t.Stop()
+		held := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, every)
+			ok, err := w.Store.RenewOutbox(rctx, id, w.Owner, w.Lease)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && ok:
+				held = time.Now()
+			case err == nil:
+				w.Log.Warn("outbox: another worker took the row over; stopping this attempt", "row", id)
+				lost()
+				return
+			case time.Since(held) > w.Lease-every:
+				w.Log.Warn("outbox: cannot renew the lease before it runs out; stopping this attempt", "row", id, "err", err)
+				lost()
+				return
+			}
 		}
-		if later, err := w.Store.Superseded(ctx, row); err != nil || later {
-			return Message{}, "a later update of the first message follows", err
-		}
-		current, err := w.Store.CurrentAlert(ctx, root)
-		if err != nil {
-			return Message{}, "", err
-		}
-		m, err := w.Renderer.render(current, asUpdate)
-		m.Channel, m.UpdateTS = thread.Channel, thread.TS
-		return m, "", err
-	}
-	if !threaded {
-		m, err := w.Renderer.render(a, asFirst)
-		return m, "", err
-	}
-	m, err := w.Renderer.render(a, asReply)
-	m.Channel, m.ThreadTS = thread.Channel, thread.TS
-	return m, "", err
+	}()
+	return func() { stop(); <-done }
 }
 
-// wait keeps at most one message per MinInterval going to the channel.
-func (w *Worker) wait(ctx context.Context) error {
+// finishTimeout bounds recording an attempt, retries included.
+const finishTimeout = 15 * time.Second
+
+// record writes how an attempt ended, retrying through a database blip: a
+// message sent and not recorded would be looked for (and, without the
+// history scope, posted again) after the lease ran out.
+func (w *Worker) record(ctx context.Context, row audit.OutboxRow, out result) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		var ok bool
+		var err error
+		if out.release {
+			ok, err = w.Store.ReleaseOutbox(fctx, row.ID, w.Owner, out.due)
+		} else {
+			ok, err = w.Store.FinishOutbox(fctx, row.ID, w.Owner, out.attempt)
+		}
+		switch {
+		case err == nil && !ok:
+			w.Log.Warn("outbox: the lease ran out before the row was finished", "row", row.ID)
+			return nil
+		case err == nil:
+			return nil
+		}
+		select {
+		case <-fctx.Done():
+			w.Log.Error("outbox: cannot record how an attempt ended; the row is taken over when its lease ends",
+				"row", row.ID, "state", out.attempt.State, "err", err)
+			return err
+		case <-time.After(delay):
+			delay *= 2
+		}
+	}
+}
+
+// once reports whether key is seen for the first time, so that a warning
+// that every row would repeat is logged once.
+func (w *Worker) once(key string) bool {
 	w.mu.Lock()
-	next := w.lastSent[w.Notifier.Name()].Add(w.MinInterval)
-	w.mu.Unlock()
-	d := next.Sub(time.Now())
-	if d <= 0 {
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
-func (w *Worker) sent() {
-	w.mu.Lock()
-	w.lastSent[w.Notifier.Name()] = time.Now()
-	w.mu.Unlock()
-}
-
-// failed schedules the next attempt of a row, or dead-letters it.
-func (w *Worker) failed(row audit.OutboxRow, retry bool, err error) audit.Attempt {
-	now := w.Now()
-	if !retry {
-		return w.dead(row, err.Error())
-	}
-	if now.Sub(row.CreatedAt) > w.GiveUpAfter {
-		return w.dead(row, fmt.Sprintf("gave up after %d attempts over %s: %v", row.Attempts, w.GiveUpAfter, err))
-	}
-	delay := RetryAfter(err)
-	if delay <= 0 {
-		delay = w.backoff(row.Attempts)
-	}
-	w.Log.Debug("outbox: will retry", "row", row.ID, "attempt", row.Attempts, "in", delay, "err", err)
-	return audit.Attempt{State: audit.OutboxPending, RetryAt: now.Add(delay), LastError: err.Error()}
-}
-
-// backoff doubles from BaseBackoff per attempt up to MaxBackoff, with ±20%
-// jitter so that rows failing together do not retry together.
-func (w *Worker) backoff(attempts int) time.Duration {
-	d := w.BaseBackoff
-	for i := 1; i < attempts && d < w.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, w.MaxBackoff)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-// dead dead-letters a row, logging each reason once: a revoked token
-// dead-letters every row for the same reason.
-func (w *Worker) dead(row audit.OutboxRow, reason string) audit.Attempt {
-	w.mu.Lock()
-	first := !w.logged[reason]
-	w.logged[reason] = true
-	w.mu.Unlock()
-	if first {
-		w.Log.Error("outbox: a message cannot be delivered; it is kept as dead", "row", row.ID,
-			"destination", w.Notifier.Name(), "reason", reason)
-	}
-	return audit.Attempt{State: audit.OutboxDead, LastError: reason}
+	defer w.mu.Unlock()
+	first := !w.logged[key]
+	w.logged[key] = true
+	return first
 }

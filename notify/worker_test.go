@@ -1,131 +1,15 @@
 package notify_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/notify"
-	"github.com/retryaudit/retryaudit/templates"
 )
-
-var links = audit.Links{
-	BaseURL:      "https://retryaudit.example",
-	N8NEditorURL: "https://n8n.example",
-	CRM:          map[string]string{"shop": "https://crm.example.com/orders?external_id={event_id}"},
-}
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// rig is a store, a clock and a worker sending to a fake Slack.
-type rig struct {
-	store  *audit.Store
-	clock  *audittest.Clock
-	worker *notify.Worker
-	slack  *fakeSlack
-	logs   *syncBuffer
-}
-
-func newRig(t *testing.T, dialect string, webhook bool) *rig {
-	t.Helper()
-	clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-	r := &rig{clock: clock, slack: newFakeSlack(t), logs: &syncBuffer{}}
-	r.store = audittest.Open(t, dialect, audit.Options{Now: clock.Now})
-	r.worker = r.newWorker(t, r.store, webhook, "worker-1")
-	t.Cleanup(func() { checkNoSecrets(t, r) })
-	return r
-}
-
-func (r *rig) newWorker(t *testing.T, s *audit.Store, webhook bool, owner string) *notify.Worker {
-	t.Helper()
-	renderer, err := notify.NewRenderer(templates.FS, links, r.clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n notify.Notifier = notify.NewBot(botToken, "C0ALERTS", r.slack.apiURL())
-	if webhook {
-		n = notify.NewWebhook(r.slack.webhookURL())
-	}
-	return &notify.Worker{Store: s, Notifier: n, Renderer: renderer, Owner: owner, Now: r.clock.Now,
-		Log:         slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		BaseBackoff: time.Second, MaxBackoff: time.Minute, MinInterval: time.Millisecond}
-}
-
-// checkNoSecrets fails the test if a token or webhook URL reached a log
-// line or a stored error.
-func checkNoSecrets(t *testing.T, r *rig) {
-	t.Helper()
-	var stored []string
-	r.store.DB().Select(&stored, `SELECT last_error FROM outbox`)
-	for _, text := range append(stored, r.logs.String()) {
-		for _, secret := range []string{botToken, "SeCrEtWeBhOoKpAtH"} {
-			if strings.Contains(text, secret) {
-				t.Errorf("a secret reached the logs or the outbox: %s", text)
-			}
-		}
-	}
-}
-
-func (r *rig) drain(t *testing.T) {
-	t.Helper()
-	if _, err := r.worker.Drain(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// unknown claims an event and reports its outcome unknown: the first alert.
-func (r *rig) unknown(t *testing.T, event string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := r.store.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: "4711",
-		WorkflowID: "wf1", WorkflowName: "Orders to CRM"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.store.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event,
-		Outcome: audit.OutcomeUnknown, ExecutionID: "4711", Reason: "timeout after 30s <script>"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (r *rig) states(t *testing.T) map[string]int {
-	t.Helper()
-	var rows []struct {
-		State string `db:"state"`
-		N     int    `db:"n"`
-	}
-	if err := r.store.DB().Select(&rows, `SELECT state, count(*) AS n FROM outbox GROUP BY state`); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, row := range rows {
-		out[row.State] = row.N
-	}
-	return out
-}
 
 func TestAlertMessage(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
@@ -146,7 +30,7 @@ func TestAlertMessage(t *testing.T) {
 			`"url":"https://retryaudit.example/events/shop/order%201042%2F%C3%BC&"`,
 			`"url":"https://n8n.example/workflow/wf1/executions/4711"`,
 			`"url":"https://crm.example.com/orders?external_id=order+1042%2F%C3%BC%26"`,
-			"Event ID*\norder 1042/ü&amp;", "timeout after 30s &lt;script&gt;", "Processing for",
+			"Event ID*\norder 1042/ü&amp;", `{"type":"plain_text","text":"unknown by 4711: timeout after 30s <script>"`, "Processing for",
 		} {
 			if !strings.Contains(unescapeJSON(p.Blocks), want) {
 				t.Errorf("the blocks lack %s:\n%s", want, p.Blocks)
@@ -156,12 +40,6 @@ func TestAlertMessage(t *testing.T) {
 			t.Errorf("states = %v", got)
 		}
 	})
-}
-
-// unescapeJSON undoes the \u0026-style escapes of encoding/json, so that
-// tests can look for URLs as people see them.
-func unescapeJSON(s string) string {
-	return strings.NewReplacer(`\u0026`, "&", `\u003c`, "<", `\u003e`, ">", `\n`, "\n").Replace(s)
 }
 
 func TestThreads(t *testing.T) {
@@ -241,7 +119,7 @@ func TestRetries(t *testing.T) {
 			r := newRig(t, dialect, false)
 			failures := 3
 			r.slack.setFail(func(c call) (int, map[string]string, string) {
-				if failures > 0 {
+				if failures > 0 && c.Method == "chat.postMessage" {
 					failures--
 					return 500, nil, "<html>oops</html>"
 				}
@@ -252,8 +130,18 @@ func TestRetries(t *testing.T) {
 				r.drain(t)
 				r.clock.Advance(5 * time.Second)
 			}
-			if len(r.slack.all()) != 4 || r.states(t)["sent"] != 1 {
-				t.Errorf("calls %d, states %v", len(r.slack.all()), r.states(t))
+			posts, lookups := 0, 0
+			for _, c := range r.slack.all() {
+				switch c.Method {
+				case "chat.postMessage":
+					posts++
+				case "conversations.history":
+					lookups++
+				}
+			}
+			// A 500 may come after Slack posted: each retry looks first.
+			if posts != 4 || lookups != 3 || r.states(t)["sent"] != 1 || len(r.slack.stored()) != 1 {
+				t.Errorf("%d posts, %d lookups, states %v", posts, lookups, r.states(t))
 			}
 		})
 
@@ -274,7 +162,7 @@ func TestRetries(t *testing.T) {
 
 		t.Run("invalid_auth dead-letters and is logged once", func(t *testing.T) {
 			r := newRig(t, dialect, false)
-			r.worker.Notifier = notify.NewBot("xoxb-revoked", "C0ALERTS", r.slack.apiURL())
+			r.worker.Notifier = r.bot("xoxb-revoked")
 			r.unknown(t, "order-5")
 			r.unknown(t, "order-6")
 			r.drain(t)
@@ -283,7 +171,7 @@ func TestRetries(t *testing.T) {
 			}
 			var reasons []string
 			r.store.DB().Select(&reasons, `SELECT last_error FROM outbox`)
-			if !strings.Contains(reasons[0], "invalid_auth") {
+			if !strings.HasPrefix(reasons[0], audit.DeadConfigPrefix) || !strings.Contains(reasons[0], "invalid_auth") {
 				t.Errorf("reason = %v", reasons)
 			}
 			if n := strings.Count(r.logs.String(), "invalid_auth"); n != 1 {
@@ -332,7 +220,12 @@ func TestSlackOutage(t *testing.T) {
 		}
 		var rows []audit.OutboxRow
 		r.store.DB().Select(&rows, `SELECT id, thread_key, kind, state, ts FROM outbox WHERE state = 'sent' ORDER BY id`)
-		ok := r.slack.ok()
+		var ok []call
+		for _, c := range r.slack.ok() {
+			if c.Method == "chat.postMessage" || c.Method == "chat.update" {
+				ok = append(ok, c)
+			}
+		}
 		if len(ok) != len(rows) {
 			t.Fatalf("%d successful calls for %d rows", len(ok), len(rows))
 		}
@@ -363,13 +256,12 @@ func TestSlackOutage(t *testing.T) {
 }
 
 // TestRestart: rows pending when the process stops, and a row a dead worker
-// leased, are sent after a restart.
+// leased, are sent after a restart; the dead worker's row is looked for in
+// the channel's history first (it may have posted it), and its name is kept.
 func TestRestart(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-		url := audittest.URL(t, dialect)
-		first := audittest.OpenURL(t, audit.Options{URL: url, Now: clock.Now})
-		r := &rig{store: first, clock: clock, slack: newFakeSlack(t), logs: &syncBuffer{}}
+		r, url := newRigURL(t, dialect)
+		first := r.store
 		r.unknown(t, "order-r1")
 		r.unknown(t, "order-r2")
 		if rows, err := first.LeaseOutbox(context.Background(), "crashed-worker", time.Minute, 1); err != nil || len(rows) != 1 {
@@ -377,57 +269,31 @@ func TestRestart(t *testing.T) {
 		}
 		first.Close()
 
-		second := audittest.OpenURL(t, audit.Options{URL: url, Now: clock.Now})
+		second := r.instance(t, url)
 		r.store = second
 		r.worker = r.newWorker(t, second, false, "worker-after-restart")
 		r.drain(t)
-		if n := len(r.slack.ok()); n != 1 {
+		if n := len(r.slack.posts()); n != 1 {
 			t.Fatalf("%d sent before the dead worker's lease ran out, want 1", n)
 		}
-		clock.Advance(2 * time.Minute)
+		r.clock.Advance(2 * time.Minute)
+		rows, err := second.LeaseOutbox(context.Background(), "peek", time.Millisecond, 1)
+		if err != nil || len(rows) != 1 || !rows[0].MaybeSent || rows[0].AttemptedBy != "crashed-worker" {
+			t.Fatalf("the row taken over: %+v %v", rows, err)
+		}
+		r.clock.Advance(time.Second) // the peek's lease runs out
 		r.drain(t)
-		if n := len(r.slack.ok()); n != 2 {
+		if n := len(r.slack.posts()); n != 2 {
 			t.Errorf("%d sent after the lease ran out, want 2", n)
 		}
-	})
-}
-
-// TestTwoWorkers runs two workers, each with its own connection pool, on one
-// database: no row is sent twice.
-func TestTwoWorkers(t *testing.T) {
-	audittest.Each(t, func(t *testing.T, dialect string) {
-		clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-		url := audittest.URL(t, dialect)
-		a := audittest.OpenURL(t, audit.Options{URL: url, Now: clock.Now})
-		b := audittest.OpenURL(t, audit.Options{URL: url, Now: clock.Now})
-		r := &rig{store: a, clock: clock, slack: newFakeSlack(t), logs: &syncBuffer{}}
-		const events = 40
-		for i := 0; i < events; i++ {
-			r.unknown(t, fmt.Sprintf("order-%02d", i))
-		}
-		workers := []*notify.Worker{r.newWorker(t, a, false, "w1"), r.newWorker(t, b, false, "w2")}
-		var wg sync.WaitGroup
-		for _, w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := w.Drain(context.Background()); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-		seen := map[string]int{}
-		for _, c := range r.slack.ok() {
-			seen[c.Text]++
-		}
-		if len(r.slack.ok()) != events || len(seen) != events {
-			t.Errorf("%d messages, %d distinct, for %d alerts", len(r.slack.ok()), len(seen), events)
-		}
-		for text, n := range seen {
-			if n > 1 {
-				t.Errorf("sent %d times: %s", n, text)
+		lookups := 0
+		for _, c := range r.slack.all() {
+			if c.Method == "conversations.history" {
+				lookups++
 			}
+		}
+		if lookups != 1 {
+			t.Errorf("%d history lookups, want 1 (for the row the dead worker held)", lookups)
 		}
 	})
 }
@@ -444,12 +310,4 @@ func TestNotConfigured(t *testing.T) {
 			t.Errorf("states %v, last_error %q", got, last)
 		}
 	})
-}
-
-func TestRendererRefusesABrokenTemplate(t *testing.T) {
-	broken := fstest.MapFS{"slack/alert.json.tmpl": {Data: []byte(
-		`{{define "headline"}}x{{end}}{{define "text"}}t{{end}}{{define "blocks"}}[{"type":}]{{end}}`)}}
-	if _, err := notify.NewRenderer(broken, links, nil); err == nil || !strings.Contains(err.Error(), "Block Kit") {
-		t.Errorf("err = %v", err)
-	}
 }

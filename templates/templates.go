@@ -1,10 +1,11 @@
-// Package templates holds the service's page templates, its stylesheet and
-// the Slack message template, embedded into the binary and parsed at start.
+// Package templates holds the service's page templates and its stylesheet,
+// embedded into the binary and parsed at start. (Slack messages are built in
+// Go, in package notify.)
 package templates
 
 import "embed"
 
 // FS holds every template and static file.
 //
-//go:embed *.html static slack
+//go:embed *.html static
 var FS embed.FS

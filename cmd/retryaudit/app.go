@@ -13,7 +13,6 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
-	"github.com/retryaudit/retryaudit/templates"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
@@ -33,7 +32,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
-		Metrics: metrics, Logger: log,
+		AlertRepeat: cfg.AlertRepeat, Metrics: metrics, Logger: log,
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
@@ -99,19 +98,26 @@ func (j *jobs) every(ctx context.Context, log *slog.Logger, name string, interva
 	}()
 }
 
+// outboxWorkers is how many workers of each instance send alerts: a slow
+// Slack answer holds one row, not the whole outbox. Pacing per channel is
+// shared by every worker of every instance.
+const outboxWorkers = 2
+
 func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, error) {
-	renderer, err := notify.NewRenderer(templates.FS, a.links(base), nil)
-	if err != nil {
-		return nil, err
-	}
+	renderer := notify.NewRenderer(a.links(base), nil)
 	notifier := newNotifier(cfg)
 	if notifier == nil {
 		a.log.Warn("Slack is not configured: alerts are recorded, not sent (" + notify.NotConfigured + ")")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &jobs{cancel: cancel}
-	worker := &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log, Owner: a.owner}
-	j.run(ctx, worker.Run)
+	worker := func(i int) *notify.Worker {
+		return &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log,
+			Owner: fmt.Sprintf("%s/outbox-%d", a.owner, i)}
+	}
+	for i := 1; i <= outboxWorkers; i++ {
+		j.run(ctx, worker(i).Run)
+	}
 	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
 		_, err := a.store.DetectStale(ctx)
 		return err

@@ -169,8 +169,8 @@ func (c *checker) integrations(ctx context.Context, cfg config) {
 	case nil:
 		c.line("slack", "not configured: alerts are recorded, not sent", nil)
 	case *notify.Bot:
-		who, err := n.AuthTest(ctx)
-		c.line("slack", "auth.test: the token is "+who+", channel "+cfg.SlackChannel, err)
+		info, err := n.AuthTest(ctx)
+		c.line("slack", "auth.test: the token is "+info.Who+", channel "+cfg.SlackChannel, err)
 	default:
 		c.line("slack", "incoming webhook configured (not called: run retryaudit slack-test)", nil)
 	}

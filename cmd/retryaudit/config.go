@@ -25,6 +25,7 @@ type config struct {
 	Token            string
 	MaxBody          int64
 	ReviewAfter      time.Duration
+	AlertRepeat      time.Duration
 	Retention        time.Duration
 	PayloadRetention time.Duration
 	MetricsAddr      string
@@ -130,6 +131,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:          e.str("RETRYAUDIT_DATA_DIR", "./data"),
 		Token:            e.secret("RETRYAUDIT_TOKEN"),
 		ReviewAfter:      e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
+		AlertRepeat:      e.duration("RETRYAUDIT_ALERT_REPEAT", audit.DefaultAlertRepeat),
 		Retention:        e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
 		PayloadRetention: e.duration("RETRYAUDIT_PAYLOAD_RETENTION", 14*24*time.Hour),
 		MetricsAddr:      e.str("RETRYAUDIT_METRICS_ADDR", ""),
@@ -157,6 +159,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Retention < minRetention {
 		e.fail("RETRYAUDIT_RETENTION", "%s is under 3 days: senders redeliver for days, and a key "+
 			"forgotten too early lets a late redelivery through as a new event", c.Retention)
+	}
+	if c.AlertRepeat > 24*time.Hour {
+		e.fail("RETRYAUDIT_ALERT_REPEAT", "%s is over 24h: a failure that keeps repeating should be heard of at least daily", c.AlertRepeat)
 	}
 	if (c.N8NAPIURL == "") != (c.N8NAPIKey == "") {
 		e.fail("RETRYAUDIT_N8N_API_URL", "set both RETRYAUDIT_N8N_API_URL and RETRYAUDIT_N8N_API_KEY, or neither")

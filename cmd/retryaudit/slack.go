@@ -6,26 +6,31 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/notify"
-	"github.com/retryaudit/retryaudit/templates"
 )
 
-const slackTestUsage = `slack-test renders one test message with the Slack template and sends it with
-the configured settings (RETRYAUDIT_SLACK_BOT_TOKEN and RETRYAUDIT_SLACK_CHANNEL,
-or RETRYAUDIT_SLACK_WEBHOOK_URL; RETRYAUDIT_SLACK_API_URL to change the API's
-address). With a bot token it first calls auth.test. It prints what Slack
-answered and exits 1 if the message was not accepted.`
+const slackTestUsage = `slack-test sends one test message with the configured settings
+(RETRYAUDIT_SLACK_BOT_TOKEN and RETRYAUDIT_SLACK_CHANNEL, or
+RETRYAUDIT_SLACK_WEBHOOK_URL; RETRYAUDIT_SLACK_API_URL to change the API's
+address). With a bot token it first calls auth.test and says which of the
+scopes retryaudit uses the token has (chat:write to post; channels:history
+or groups:history to look for a message whose answer never came instead of
+posting it twice). Then it says how many alerts wait to be sent, counting
+those the next start of serve queues again because the configuration
+changed. It prints what Slack answered and exits 1 if the message was not
+accepted.`
 
 // newNotifier returns the configured Slack notifier, or nil.
 func newNotifier(cfg config) notify.Notifier {
 	switch {
 	case cfg.SlackBotToken != "":
-		return notify.NewBot(cfg.SlackBotToken, cfg.SlackChannel, cfg.SlackAPIURL)
+		return notify.NewBot(notify.BotConfig{Token: cfg.SlackBotToken, Channel: cfg.SlackChannel, APIURL: cfg.SlackAPIURL})
 	case cfg.SlackWebhookURL != "":
-		return notify.NewWebhook(cfg.SlackWebhookURL)
+		return notify.NewWebhook(cfg.SlackWebhookURL, 0)
 	}
 	return nil
 }
@@ -46,27 +51,21 @@ func slackTest(ctx context.Context, fs *flag.FlagSet, args []string, getenv func
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if bot, ok := n.(*notify.Bot); ok {
-		who, err := bot.AuthTest(ctx)
+		info, err := bot.AuthTest(ctx)
 		if err != nil {
 			fmt.Fprintf(out, "auth.test: FAIL: %v\n", err)
 			return err
 		}
-		fmt.Fprintf(out, "auth.test: ok, the token is %s\n", who)
+		fmt.Fprintf(out, "auth.test: ok, the token is %s\n", info.Who)
+		fmt.Fprintln(out, scopesLine(info))
 	}
 	base := cfg.BaseURL
 	if base == "" {
 		base = "http://" + cfg.Addr
 	}
-	r, err := notify.NewRenderer(templates.FS, audit.Links{BaseURL: base, N8NEditorURL: cfg.N8NEditorURL,
-		CRM: cfg.CRMLinks}, nil)
-	if err != nil {
-		return err
-	}
-	m, err := r.Render(audit.Alert{Kind: "test", Source: "retryaudit-check", EventID: "slack-test",
+	r := notify.NewRenderer(audit.Links{BaseURL: base, N8NEditorURL: cfg.N8NEditorURL, CRM: cfg.CRMLinks}, nil)
+	m := r.Render(audit.Alert{Kind: "test", Source: audit.ScratchSource, EventID: "slack-test",
 		Message: "This is a test message from retryaudit slack-test. Alerts will look like this.", At: time.Now()})
-	if err != nil {
-		return err
-	}
 	posted, _, err := n.Notify(ctx, m)
 	if err != nil {
 		fmt.Fprintf(out, "%s: FAIL: %v\n", n.Name(), err)
@@ -77,5 +76,52 @@ func slackTest(ctx context.Context, fs *flag.FlagSet, args []string, getenv func
 		fmt.Fprintf(out, ", message %s in %s", posted.TS, posted.Channel)
 	}
 	fmt.Fprintln(out)
+	fmt.Fprintln(out, waitingLine(ctx, cfg, n))
 	return nil
+}
+
+// scopesLine says which of the scopes retryaudit uses the token has.
+func scopesLine(info notify.AuthInfo) string {
+	has := map[string]bool{}
+	for _, s := range info.Scopes {
+		has[s] = true
+	}
+	var parts []string
+	if has["chat:write"] {
+		parts = append(parts, "chat:write (post)")
+	} else {
+		parts = append(parts, "chat:write MISSING (cannot post)")
+	}
+	if info.CanReadHistory() {
+		parts = append(parts, "history (a message whose answer never came is looked for, not posted twice)")
+	} else {
+		parts = append(parts, "channels:history and groups:history missing (after a timeout a message may be posted twice)")
+	}
+	return "scopes: " + strings.Join(parts, "; ") + " [token has: " + strings.Join(info.Scopes, ",") + "]"
+}
+
+// waitingLine says how many alerts wait to be sent with this configuration.
+func waitingLine(ctx context.Context, cfg config, n notify.Notifier) string {
+	a, err := openApp(ctx, cfg, newLogger(io.Discard, cfg.LogLevel), nil, false)
+	if err != nil {
+		return "outbox: cannot count the alerts waiting: " + err.Error()
+	}
+	defer a.store.Close()
+	if current, err := a.store.SchemaCurrent(ctx); err != nil || !current {
+		return "outbox: the database is not migrated yet (serve and migrate do it): no alert waits"
+	}
+	fp, err := notify.ConfigFingerprint(ctx, a.store, n)
+	if err != nil {
+		return "outbox: cannot count the alerts waiting: " + err.Error()
+	}
+	w, err := a.store.WaitingAlerts(ctx, fp)
+	if err != nil {
+		return "outbox: cannot count the alerts waiting: " + err.Error()
+	}
+	s := fmt.Sprintf("outbox: %d alerts wait to be sent", w.Pending)
+	if w.Resend > 0 {
+		s += fmt.Sprintf("; %d more of the last 24 h, not sent for want of a working configuration, "+
+			"are queued again at the next start of serve", w.Resend)
+	}
+	return s
 }
