@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 )
 
 const (
@@ -141,8 +142,19 @@ func (f *fakeSlack) answer(c *call, r *http.Request) (int, map[string]string, st
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	switch c.Method {
 	case "webhook":
+		if bad := invalidBlocks(c.Text, c.Blocks); bad != "" {
+			c.OK = false
+			return http.StatusBadRequest, nil, bad
+		}
 		f.messages = append(f.messages, message{Channel: "webhook", Text: c.Text})
 		return 0, nil, "ok"
+	case "chat.postMessage", "chat.update":
+		if bad := invalidBlocks(c.Text, c.Blocks); bad != "" {
+			c.OK = false
+			return 0, nil, js(map[string]any{"ok": false, "error": bad})
+		}
+	}
+	switch c.Method {
 	case "chat.postMessage":
 		f.seq++
 		c.TS = fmt.Sprintf("%d.%06d", f.now().Unix(), f.seq)
@@ -251,3 +263,66 @@ func (f *fakeSlack) setScopes(s string) {
 	f.scopes = s
 	f.mu.Unlock()
 }
+
+// invalidBlocks checks a message's Block Kit against Slack's limits, as
+// Slack does: it returns the error Slack answers, or "".
+func invalidBlocks(text, raw string) string {
+	if utf16Len(text) > 40000 {
+		return "msg_too_long"
+	}
+	if raw == "" {
+		return ""
+	}
+	var blocks []struct {
+		Type     string           `json:"type"`
+		Text     *textObject      `json:"text"`
+		Fields   []textObject     `json:"fields"`
+		Elements []map[string]any `json:"elements"`
+	}
+	if err := json.Unmarshal([]byte(raw), &blocks); err != nil || len(blocks) > 50 {
+		return "invalid_blocks"
+	}
+	for _, b := range blocks {
+		switch b.Type {
+		case "header":
+			if b.Text == nil || b.Text.Type != "plain_text" || utf16Len(b.Text.Text) > 150 {
+				return "invalid_blocks"
+			}
+		case "section":
+			if (b.Text != nil && utf16Len(b.Text.Text) > 3000) || len(b.Fields) > 10 || (b.Text == nil && len(b.Fields) == 0) {
+				return "invalid_blocks"
+			}
+			for _, f := range b.Fields {
+				if utf16Len(f.Text) > 2000 {
+					return "invalid_blocks"
+				}
+			}
+		case "context":
+			if len(b.Elements) > 10 {
+				return "invalid_blocks"
+			}
+		case "actions":
+			if len(b.Elements) > 25 {
+				return "invalid_blocks"
+			}
+			for _, e := range b.Elements {
+				u, _ := e["url"].(string)
+				label, _ := e["text"].(map[string]any)["text"].(string)
+				if utf16Len(u) > 3000 || utf16Len(label) > 75 {
+					return "invalid_blocks"
+				}
+			}
+		default:
+			return "invalid_blocks"
+		}
+	}
+	return ""
+}
+
+type textObject struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Verbatim bool   `json:"verbatim"`
+}
+
+func utf16Len(s string) int { return len(utf16.Encode([]rune(s))) }
