@@ -71,8 +71,12 @@ func dbError(op string, err error) error {
 		return err
 	}
 	code := CodeInternal
-	if unavailable(err) {
+	switch {
+	case unavailable(err):
 		code = CodeUnavailable
+	case refusedValue(err):
+		// Validation should have caught it; a 422 is still the truth.
+		return &Error{Code: CodeInvalid, Message: "the database refused a value (" + op + ")", Err: err}
 	}
 	return &Error{Code: code, Message: op, Err: err}
 }
@@ -105,6 +109,13 @@ func unavailable(err error) bool {
 	}
 	// database/sql reports a closed pool with an unexported error.
 	return strings.Contains(err.Error(), "sql: database is closed")
+}
+
+// refusedValue reports a PostgreSQL data exception (class 22: a byte
+// sequence it cannot store, a value out of range).
+func refusedValue(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code.Class() == "22"
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -143,6 +143,9 @@ var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // event_id), and the index on those columns finds the next page directly
 // however deep it is.
 func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if err := f.Validate(); err != nil {
+		return EventPage{}, err
+	}
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}

@@ -164,11 +164,6 @@ func eventFilter(c *gin.Context) (audit.EventFilter, error) {
 		Source: c.Query("source"), Status: audit.Status(c.Query("status")), Prefix: c.Query("prefix"),
 		Cursor: c.Query("cursor"),
 	}
-	switch f.Status {
-	case "", audit.StatusProcessing, audit.StatusDone, audit.StatusFailed:
-	default:
-		errs.Add("status", "must be processing, done or failed")
-	}
 	if v := c.Query("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -189,6 +184,11 @@ func eventFilter(c *gin.Context) (audit.EventFilter, error) {
 			errs.Add("limit", "must be a number from 1 to 500")
 		}
 		f.Limit = n
+	}
+	if e, ok := f.Validate().(*audit.Error); ok {
+		for k, v := range e.Fields {
+			errs.Add(k, v)
+		}
 	}
 	return f, errs.Err()
 }

@@ -20,6 +20,10 @@ type Config struct {
 	Links   audit.Links
 	Token   string // the /v1 bearer token
 	MaxBody int64  // bytes
+	// MaxErrorBody is the hard cap of an error payload: over MaxBody it is
+	// still recorded, with its payload cut; past this, only its first
+	// MaxErrorBody bytes are read.
+	MaxErrorBody int64
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
@@ -51,6 +55,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
+	}
+	if cfg.MaxErrorBody < cfg.MaxBody {
+		cfg.MaxErrorBody = max(cfg.MaxBody, 8<<20)
 	}
 	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger,
 		signIn: &signIn{cfg: cfg.UI, ok: map[[32]byte]bool{}}}
