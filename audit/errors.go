@@ -72,6 +72,8 @@ func dbError(op string, err error) error {
 	}
 	code := CodeInternal
 	switch {
+	case locked(err):
+		return &Error{Code: CodeUnavailable, Message: op + ": " + ErrLocked.Error(), Err: errors.Join(ErrLocked, err)}
 	case unavailable(err):
 		code = CodeUnavailable
 	case refusedValue(err):
@@ -109,6 +111,15 @@ func unavailable(err error) bool {
 	}
 	// database/sql reports a closed pool with an unexported error.
 	return strings.Contains(err.Error(), "sql: database is closed")
+}
+
+// ErrLocked is in the chain of an unavailable error when a row stayed
+// locked by another session for longer than the lock timeout.
+var ErrLocked = errors.New("the row is locked by another database session (lock_timeout)")
+
+func locked(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "55P03"
 }
 
 // refusedValue reports a PostgreSQL data exception (class 22: a byte

@@ -73,14 +73,14 @@ var (
 	knownTokens = []*regexp.Regexp{
 		regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*`), // a JWT
 		regexp.MustCompile(`\b[spr]k_(?:live|test)_[A-Za-z0-9]{8,}`),                    // Stripe
-		regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),                                  // OpenAI, Anthropic
-		regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{8,}`),                          // Slack
+		regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{16,}`),                                   // OpenAI, Anthropic
+		regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{8,}`),                           // Slack
 		regexp.MustCompile(`\bxapp-[A-Za-z0-9-]{8,}`),
 		regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), // GitHub
 		regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}`),
-		regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`),     // GitLab
-		regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),           // AWS
-		regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`),       // Google
+		regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{16,}`),                   // GitLab
+		regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),                         // AWS
+		regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{30,}`),                     // Google
 		regexp.MustCompile(`\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}`), // SendGrid
 		regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z ]*PRIVATE KEY-----|$)`),
 	}

@@ -33,7 +33,8 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
-		Metrics: metrics, Logger: log,
+		Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
+		GaugeInterval: cfg.MetricsInterval,
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)

@@ -55,6 +55,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	}
 	h, err := handlers.New(handlers.Config{
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, MaxBody: cfg.MaxBody,
+		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: metrics, UI: ui, Logger: log,
 	})
 	if err != nil {

@@ -16,11 +16,10 @@ import (
 // password is generated at first start, kept in the data dir and printed
 // once. The CSRF key lives in the database, so that instances share it.
 func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (handlers.UIConfig, error) {
-	key, err := s.Secret(ctx, "csrf")
-	if err != nil {
-		return handlers.UIConfig{}, err
+	ui := handlers.UIConfig{TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers, TrustedProxies: cfg.UITrustedProxies}
+	if cfg.BaseURL != "" {
+		ui.TrustedOrigins = []string{origin(cfg.BaseURL)}
 	}
-	ui := handlers.UIConfig{CSRFKey: key, TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers}
 	if ui.TrustHeader != "" || len(ui.Users) > 0 {
 		return ui, nil
 	}
