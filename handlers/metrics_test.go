@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 		s.claim(t, claimBody("shop", "m-1", "1"))
 		s.claim(t, claimBody("shop", "m-2", "2"))
 		s.claim(t, claimBody("shop", "m-1", "3"))
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "m-1", "outcome": "unknown"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "m-1", "outcome": "unknown", "execution_id": "1"})
 		s.call(t, "POST", "/v1/n8n/errors", `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"w"}}`)
 		s.store.RefreshGauges(context.Background())
 		want := map[string]float64{
@@ -94,7 +94,7 @@ func TestMetricsScrapesDoNotCount(t *testing.T) {
 			t.Errorf("50 scrapes read the database %v times", after-before)
 		}
 		s.claim(t, claimBody("shop", "g-1", "1"))
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "g-1", "outcome": "unknown"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "g-1", "outcome": "unknown", "execution_id": "1"})
 		if v := s.scrape(t, "retryaudit_review_queue_size"); v != 0 {
 			t.Errorf("the gauge moved without a refresh: %v", v)
 		}
