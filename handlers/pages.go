@@ -106,6 +106,7 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
 	p.GET("/review", h.reviewPage)
 	p.GET("/executions/:id", h.executionPage)
+	p.GET("/exec/:key", h.executionPage) // an id that is a dot segment, base64url (audit.Links.Execution)
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
 }

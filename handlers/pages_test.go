@@ -287,7 +287,7 @@ func TestResolutionForm(t *testing.T) {
 			}
 			_, ev := s.call(t, "GET", "/v1/events/shop/order%2F1042", nil)
 			history := ev["history"].([]any)
-			last := history[len(history)-1].(map[string]any)
+			last := history[0].(map[string]any) // newest first
 			if last["kind"] != "resolution" || last["actor"] != "alice" || last["message"] != "checked the CRM at 03:12" {
 				t.Errorf("the history ends with %v", last)
 			}
