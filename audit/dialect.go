@@ -62,6 +62,9 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 			return dialect{}, "", "", fmt.Errorf("audit: create data dir: %w", err)
 		}
 		path := filepath.Join(dataDir, "retryaudit.db")
+		if err := privateFile(path); err != nil {
+			return dialect{}, "", "", err
+		}
 		return sqliteDialect, sqliteDSN(path), path, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
@@ -70,6 +73,9 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return dialect{}, "", "", fmt.Errorf("audit: create directory for %s: %w", path, err)
+		}
+		if err := privateFile(path); err != nil {
+			return dialect{}, "", "", err
 		}
 		return sqliteDialect, sqliteDSN(path), path, nil
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -85,6 +91,24 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		return postgresDialect, u.String(), u.Redacted(), nil
 	}
 	return dialect{}, "", "", fmt.Errorf("audit: database URL must start with postgres://, postgresql:// or sqlite:")
+}
+
+// privateFile creates the SQLite file with mode 0600 before SQLite opens it
+// (SQLite would create it 0644, and its -wal and -shm files take the
+// database's mode), and narrows an existing file that others could read.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			os.Chmod(p, 0o600) // best effort: a file of another owner stays as it is
+		}
+	}
+	return nil
 }
 
 // sqliteDSN opens the file in WAL mode with foreign keys on, waits up to five

@@ -34,16 +34,16 @@ type eventDetailJSON struct {
 	eventJSON
 	Items []itemJSON `json:"items"`
 	// History is one page, newest first; history_next_cursor continues it.
-	History           []audit.HistoryLine `json:"history"`
-	HistoryNext       string              `json:"history_next_cursor,omitempty"`
-	HistoryTotal      int                 `json:"history_total"`
-	HistoryCounts     map[string]int      `json:"history_counts"`
-	ExecutionsTotal   int                 `json:"executions_total"`
-	ErrorsTotal       int                 `json:"errors_total"`
-	AlertsTotal       int                 `json:"alerts_total"`
-	Executions []executionJSON     `json:"executions"`
-	Errors     []errorJSON         `json:"errors"`
-	Alerts     []alertJSON         `json:"alerts"`
+	History         []audit.HistoryLine `json:"history"`
+	HistoryNext     string              `json:"history_next_cursor,omitempty"`
+	HistoryTotal    int                 `json:"history_total"`
+	HistoryCounts   map[string]int      `json:"history_counts"`
+	ExecutionsTotal int                 `json:"executions_total"`
+	ErrorsTotal     int                 `json:"errors_total"`
+	AlertsTotal     int                 `json:"alerts_total"`
+	Executions      []executionJSON     `json:"executions"`
+	Errors          []errorJSON         `json:"errors"`
+	Alerts          []alertJSON         `json:"alerts"`
 }
 
 type itemJSON struct {
