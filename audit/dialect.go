@@ -21,6 +21,10 @@ type dialect struct {
 	// leaseOutbox leases due outbox rows; PostgreSQL skips the rows another
 	// instance is leasing at the same moment.
 	leaseOutbox string
+	// lockBatch ends the query that picks a batch for retention: PostgreSQL
+	// locks it (skipping rows others hold) so that it stays what was
+	// picked; SQLite has one writer, the batch cannot move.
+	lockBatch string
 	// uniqueKey counts the unique indexes on exactly (source, event_id) of
 	// webhook_events.
 	uniqueKey string
@@ -29,6 +33,7 @@ type dialect struct {
 var (
 	postgresDialect = dialect{name: "postgres", driver: "postgres", goose: goose.DialectPostgres,
 		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED"),
+		lockBatch:   " FOR UPDATE SKIP LOCKED",
 		uniqueKey: `SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
 			AND i.indisunique AND i.indnkeyatts = 2 AND i.indpred IS NULL
 			AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
