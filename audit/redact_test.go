@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -268,6 +269,39 @@ func FuzzRedact(f *testing.F) {
 		once := audit.Redact(v)
 		if twice := audit.Redact(once); !reflect.DeepEqual(once, twice) {
 			t.Fatalf("not idempotent:\n once  %v\n twice %v", once, twice)
+		}
+	})
+}
+
+// FuzzParseErrorPayload: any JSON object n8n could send is parsed without
+// panic into a report with clean text and a bounded, redacted payload.
+func FuzzParseErrorPayload(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(payloadDir, "*.json"))
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var v map[string]any
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil || v == nil {
+			return
+		}
+		r := audit.ParseErrorPayload(raw, v)
+		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {
+			t.Fatalf("report %+v", r)
+		}
+		for _, s := range []string{r.ExecutionID, r.RetryOf, r.WorkflowID, r.WorkflowName, r.Mode, r.Node, r.Message, r.URL, r.Payload} {
+			if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+				t.Fatalf("unclean text %q", s)
+			}
+		}
+		if again := audit.ParseErrorPayload(raw, v); again.DedupeKey != r.DedupeKey {
+			t.Fatalf("the dedupe key changed on a second parse: %s, %s", r.DedupeKey, again.DedupeKey)
 		}
 	})
 }
