@@ -97,10 +97,6 @@ func FuzzClaimDecoder(f *testing.F) {
 	})
 }
 
-
-
-
-
 // FuzzOutcomeDecoder: the same for an outcome report.
 func FuzzOutcomeDecoder(f *testing.F) {
 	seedBodies(f, `{"source":"shop","event_id":"a","outcome":"done","reason":"Bearer x\u0000"}`,
