@@ -109,7 +109,7 @@ func unavailable(err error) bool {
 	var liteErr *sqlite.Error
 	if errors.As(err, &liteErr) {
 		switch liteErr.Code() & 0xff {
-		case 5, 6, 7, 8, 10, 13, 14: // BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN
+		case 5, 6, 7, 8, 9, 10, 13, 14: // BUSY, LOCKED, NOMEM, READONLY, INTERRUPT (a deadline), IOERR, FULL, CANTOPEN
 			return true
 		}
 		return false

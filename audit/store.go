@@ -44,7 +44,7 @@ type Options struct {
 	// MaxConns is the PostgreSQL pool's size (default 20).
 	MaxConns int
 	// LockTimeout bounds every PostgreSQL statement's wait for a lock
-	// (default 1s): past it, the request is answered 503 at once.
+	// (default 2s): past it, the request is answered 503 at once.
 	LockTimeout time.Duration
 	Now         func() time.Time
 	Logger      *slog.Logger
@@ -110,7 +110,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}
 	if d.name == "postgres" {
-		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, time.Second))
+		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, 2*time.Second))
 	} else {
 		s.db, err = sqlx.Open(d.driver, dsn)
 	}

@@ -171,7 +171,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
-	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", time.Second)
+	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", 2*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
 	if v := e.str("RETRYAUDIT_UI_TRUSTED_PROXIES", ""); v != "" {
 		proxies, err := handlers.ParseProxies(v)
