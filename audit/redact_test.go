@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
 )
 
 // payloadDir holds the bodies captured from a real n8n 2.41.1.
@@ -302,6 +304,61 @@ func FuzzParseErrorPayload(f *testing.F) {
 		}
 		if again := audit.ParseErrorPayload(raw, v); again.DedupeKey != r.DedupeKey {
 			t.Fatalf("the dedupe key changed on a second parse: %s, %s", r.DedupeKey, again.DedupeKey)
+		}
+	})
+}
+
+// TestRedactStored: what an earlier version stored unredacted is redacted
+// once, and the alert rows stay valid.
+func TestRedactStored(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, audit.Options{})
+		db := s.DB()
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "old-1", ExecutionID: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:1",
+			ExecutionID: "1", Message: "boom", Payload: `{"headers":{"x":"y"}}`}); err != nil {
+			t.Fatal(err)
+		}
+		// As an earlier version left them:
+		for _, q := range []string{
+			`UPDATE n8n_errors SET message = 'Authorization: Bearer old-secret-1', payload = '{"headers": {"authorization": "old-secret-2"}}'`,
+			`UPDATE event_history SET message = 'failed: password=old-secret-3' WHERE kind = 'error'`,
+			`UPDATE outbox SET payload = replace(payload, '"boom"', '"token=old-secret-4"')`,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := s.RedactStored(ctx)
+		if err != nil || n < 4 {
+			t.Fatalf("changed %d, %v", n, err)
+		}
+		var dump []string
+		for _, q := range []string{`SELECT message || payload FROM n8n_errors`, `SELECT message FROM event_history`, `SELECT payload FROM outbox`} {
+			var vals []string
+			if err := db.Select(&vals, q); err != nil {
+				t.Fatal(err)
+			}
+			dump = append(dump, vals...)
+		}
+		all := strings.Join(dump, "\n")
+		for _, secret := range []string{"old-secret-1", "old-secret-2", "old-secret-3", "old-secret-4"} {
+			if strings.Contains(all, secret) {
+				t.Errorf("%s stays:\n%s", secret, all)
+			}
+		}
+		var payloads []string
+		db.Select(&payloads, `SELECT payload FROM outbox`)
+		for _, p := range payloads {
+			if !json.Valid([]byte(p)) {
+				t.Errorf("an alert row is no longer JSON: %s", p)
+			}
+		}
+		if again, err := s.RedactStored(ctx); err != nil || again != 0 {
+			t.Errorf("a second pass changed %d (%v): it runs once per version", again, err)
 		}
 	})
 }
