@@ -87,8 +87,8 @@ type view struct {
 	Title   string
 	Nav     string
 	User    string
-	CSRF    string
-	Review  int // the review queue's size, for the navigation
+	CSRF    string // unused: forms are checked by origin (checkCSRF)
+	Review  int    // the review queue's size, for the navigation
 	Notice  string
 	Problem string
 	Data    any
@@ -103,9 +103,10 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p := r.Group("/", h.requireUser)
 	p.GET("/", h.eventsPage)
 	p.GET("/events/:source/*event_id", h.eventPage)
-	p.POST("/events/:source/*event_id", h.resolve)
+	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
 	p.GET("/review", h.reviewPage)
 	p.GET("/executions/:id", h.executionPage)
+	p.GET("/exec/:key", h.executionPage) // an id that is a dot segment, base64url (audit.Links.Execution)
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
 }
@@ -115,7 +116,6 @@ func (h *Handler) registerPages(r gin.IRouter) {
 func (h *Handler) render(c *gin.Context, code int, name string, v view) {
 	v.User = c.GetString(ctxUser)
 	if v.User != "" {
-		v.CSRF = h.csrfToken(v.User)
 		if st, err := h.store.Stats(c.Request.Context()); err == nil {
 			v.Review = st.ReviewQueue
 		}
