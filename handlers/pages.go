@@ -43,16 +43,11 @@ func newPages(cfg Config) (*pages, error) {
 		"crmURL":    links.CRMOrder,
 		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
-		"withCSRF": func(f *formView, csrf string) formView {
-			v := *f
-			v.CSRF = csrf
-			return v
-		},
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
-		"resolveForm": func(path, csrf, item, holder string, review bool, prior any) formView {
-			v := formView{Path: path, CSRF: csrf, Item: item, Holder: holder, Confirm: !review}
+		"resolveForm": func(path, item, holder string, review bool, prior any) formView {
+			v := formView{Path: path, Item: item, Holder: holder, Confirm: !review}
 			if f, ok := prior.(resolveForm); ok && f.Item == item {
 				v.To, v.Note, v.CRMRef = f.To, f.Note, f.CRMRef
 			}
@@ -78,8 +73,8 @@ func newPages(cfg Config) (*pages, error) {
 // formView is what the resolution form gets. Confirm asks the person to
 // confirm that no execution still runs the action.
 type formView struct {
-	Path, CSRF, Item, Holder, To, Note, CRMRef string
-	Confirm                                    bool
+	Path, Item, Holder, To, Note, CRMRef string
+	Confirm                              bool
 }
 
 // view is what every page template gets: the page's own data in Data.
@@ -87,8 +82,7 @@ type view struct {
 	Title   string
 	Nav     string
 	User    string
-	CSRF    string // unused: forms are checked by origin (checkCSRF)
-	Review  int    // the review queue's size, for the navigation
+	Review  int // the review queue's size, for the navigation
 	Notice  string
 	Problem string
 	Data    any
