@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-quick bench build
+.PHONY: run test test-quick bench fuzz bench-http bench-overload build
 
 run:
 	go run ./cmd/retryaudit
@@ -17,6 +17,26 @@ test-quick:
 
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./audit/
+	go test -run '^$$' -bench ClaimDuringFailedSignIns -benchtime 1000x ./handlers/
+
+# The fuzz targets of make test, for longer: make fuzz FUZZTIME=5m
+FUZZTIME ?= 1m
+fuzz:
+	for t in audit:FuzzRedactText audit:FuzzRedact audit:FuzzParseErrorPayload \
+	  handlers:FuzzClaimDecoder handlers:FuzzOutcomeDecoder handlers:FuzzErrorBody; do \
+	  go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; done
+
+# The service beside raw PostgreSQL, side by side in one run: pgbench of the
+# seed's one-statement claim, then HTTP claims, outcomes and error intake at
+# 1, 8, 32 and 64 clients on PostgreSQL and SQLite. BENCH_FLAGS passes flags
+# (e.g. BENCH_FLAGS="-duration 30s -clients 32").
+bench-http: build
+	go run ./cmd/retryaudit-bench http -bin bin/retryaudit $(BENCH_FLAGS)
+
+# Twice the measured claim capacity for 60 s: every answer must be 200, or
+# 503 with Retry-After within a second.
+bench-overload: build
+	go run ./cmd/retryaudit-bench overload -bin bin/retryaudit $(BENCH_FLAGS)
 
 build:
 	go build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/retryaudit ./cmd/retryaudit

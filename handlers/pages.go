@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html.
-var pageNames = []string{"events", "event", "review", "execution", "errors", "error", "message"}
+var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message"}
 
 // pages holds the parsed templates.
 type pages struct {
@@ -43,16 +43,14 @@ func newPages(cfg Config) (*pages, error) {
 		"crmURL":    links.CRMOrder,
 		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
-		"withCSRF": func(f *formView, csrf string) formView {
-			v := *f
-			v.CSRF = csrf
-			return v
-		},
+		"sub":       func(a, b float64) float64 { return a - b },
+		"half":      func(a float64) float64 { return a / 2 },
+		"percent":   func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
-		"resolveForm": func(path, csrf, item, holder string, review bool, prior any) formView {
-			v := formView{Path: path, CSRF: csrf, Item: item, Holder: holder, Confirm: !review}
+		"resolveForm": func(path, item, holder string, review bool, prior any) formView {
+			v := formView{Path: path, Item: item, Holder: holder, Confirm: !review}
 			if f, ok := prior.(resolveForm); ok && f.Item == item {
 				v.To, v.Note, v.CRMRef = f.To, f.Note, f.CRMRef
 			}
@@ -61,7 +59,7 @@ func newPages(cfg Config) (*pages, error) {
 	}
 	p := &pages{tmpl: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templates.FS, "layout.html", name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templates.FS, "layout.html", "charts.html", name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("handlers: parse page %s: %w", name, err)
 		}
@@ -78,8 +76,8 @@ func newPages(cfg Config) (*pages, error) {
 // formView is what the resolution form gets. Confirm asks the person to
 // confirm that no execution still runs the action.
 type formView struct {
-	Path, CSRF, Item, Holder, To, Note, CRMRef string
-	Confirm                                    bool
+	Path, Item, Holder, To, Note, CRMRef string
+	Confirm                              bool
 }
 
 // view is what every page template gets: the page's own data in Data.
@@ -87,7 +85,6 @@ type view struct {
 	Title   string
 	Nav     string
 	User    string
-	CSRF    string
 	Review  int // the review queue's size, for the navigation
 	Notice  string
 	Problem string
@@ -102,10 +99,12 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	})
 	p := r.Group("/", h.requireUser)
 	p.GET("/", h.eventsPage)
+	p.GET("/overview", h.overviewPage)
 	p.GET("/events/:source/*event_id", h.eventPage)
-	p.POST("/events/:source/*event_id", h.resolve)
+	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
 	p.GET("/review", h.reviewPage)
 	p.GET("/executions/:id", h.executionPage)
+	p.GET("/exec/:key", h.executionPage) // an id that is a dot segment, base64url (audit.Links.Execution)
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
 	p.GET("/e/:id", h.shortLink)
@@ -116,7 +115,6 @@ func (h *Handler) registerPages(r gin.IRouter) {
 func (h *Handler) render(c *gin.Context, code int, name string, v view) {
 	v.User = c.GetString(ctxUser)
 	if v.User != "" {
-		v.CSRF = h.csrfToken(v.User)
 		if st, err := h.store.Stats(c.Request.Context()); err == nil {
 			v.Review = st.ReviewQueue
 		}

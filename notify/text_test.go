@@ -7,6 +7,7 @@ import (
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -172,7 +173,7 @@ func TestLongUnicodeEventID(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		r := newRig(t, dialect, false)
 		h, err := handlers.New(handlers.Config{Store: r.store, Token: "t",
-			UI: handlers.UIConfig{TrustHeader: "X-User", CSRFKey: []byte("0123456789abcdef0123456789abcdef")}})
+			UI: handlers.UIConfig{TrustHeader: "X-User", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}})
 		if err != nil {
 			t.Fatal(err)
 		}
