@@ -250,28 +250,36 @@ func TestLongUnicodeEventID(t *testing.T) {
 // instead: nothing is dead-lettered.
 func TestRefusedMessage(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		r := newRig(t, dialect, false)
-		r.slack.setFail(func(c call) (int, map[string]string, string) {
-			if c.Method == "chat.postMessage" && c.Blocks != "" {
-				return 200, nil, `{"ok":false,"error":"invalid_blocks"}`
-			}
-			return 0, nil, ""
-		})
-		r.unknown(t, "order-f1")
-		r.drain(t)
-		posts := r.slack.posts()
-		if len(posts) != 1 {
-			t.Fatalf("calls = %+v", r.slack.all())
-		}
-		want := "retryaudit alert (Slack refused the full message): shop / order-f1 <https://retryaudit.example/e/1|Audit row>"
-		if posts[0].Text != want || posts[0].Blocks != "" {
-			t.Errorf("fallback %q (blocks %q), want %q", posts[0].Text, posts[0].Blocks, want)
-		}
-		if got := r.states(t); got["sent"] != 1 {
-			t.Errorf("states = %v", got)
-		}
-		if !strings.Contains(r.logs.String(), "level=ERROR") || !strings.Contains(r.logs.String(), "invalid_blocks") {
-			t.Errorf("the refusal is not logged as an error:\n%s", r.logs.String())
+		for _, webhook := range []bool{false, true} {
+			t.Run(fmt.Sprintf("webhook %v", webhook), func(t *testing.T) {
+				r := newRig(t, dialect, webhook)
+				r.slack.setFail(func(c call) (int, map[string]string, string) {
+					switch {
+					case c.Blocks == "":
+					case c.Method == "chat.postMessage":
+						return 200, nil, `{"ok":false,"error":"invalid_blocks"}`
+					case c.Method == "webhook":
+						return 400, nil, "invalid_blocks"
+					}
+					return 0, nil, ""
+				})
+				r.unknown(t, "order-f1")
+				r.drain(t)
+				posts := r.slack.posts()
+				if len(posts) != 1 {
+					t.Fatalf("calls = %+v", r.slack.all())
+				}
+				want := "retryaudit alert (Slack refused the full message): shop / order-f1 <https://retryaudit.example/e/1|Audit row>"
+				if posts[0].Text != want || posts[0].Blocks != "" {
+					t.Errorf("fallback %q (blocks %q), want %q", posts[0].Text, posts[0].Blocks, want)
+				}
+				if got := r.states(t); got["sent"] != 1 {
+					t.Errorf("states = %v", got)
+				}
+				if !strings.Contains(r.logs.String(), "level=ERROR") || !strings.Contains(r.logs.String(), "invalid_blocks") {
+					t.Errorf("the refusal is not logged as an error:\n%s", r.logs.String())
+				}
+			})
 		}
 	})
 }

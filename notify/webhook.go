@@ -86,13 +86,12 @@ func (w *Webhook) Notify(ctx context.Context, m Message) (Posted, bool, error) {
 		e.maybe, retry = true, true
 	case word != "":
 		retry = apiError(e, word)
-	default:
-		e.config = resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound ||
-			resp.StatusCode == http.StatusGone
 	}
-	if (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound ||
-		resp.StatusCode == http.StatusGone) && !e.oversized {
-		e.config = true
+	// A webhook that is forbidden, unknown or gone was revoked or deleted:
+	// a new one cures it.
+	switch resp.StatusCode {
+	case http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+		e.config = !e.oversized
 	}
 	return Posted{}, retry, e
 }
