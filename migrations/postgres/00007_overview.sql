@@ -2,8 +2,9 @@
 -- that presented it and the class of the redelivery, with each claim. And
 -- the overview's numbers, kept as they happen: counts per hour, source,
 -- workflow and metric (written in the claim's, outcome's or resolution's own
--- transaction; shard spreads concurrent writers over rows), and how long
--- each unknown outcome waited for a person.
+-- transaction; shard spreads concurrent writers over rows; a job merges the
+-- shards of past hours and folds hours older than 48 h into days), and how
+-- long each unknown outcome waited for a person.
 
 -- +goose Up
 ALTER TABLE event_executions
@@ -23,6 +24,16 @@ CREATE TABLE stats_hourly (
     PRIMARY KEY (hour, source, workflow_id, metric, shard)
 );
 
+-- What stats_hourly folds into once an hour is over 48 h old.
+CREATE TABLE stats_daily (
+    day         timestamptz NOT NULL,
+    source      text        NOT NULL,
+    workflow_id text        NOT NULL,
+    metric      text        NOT NULL,
+    n           bigint      NOT NULL,
+    PRIMARY KEY (day, source, workflow_id, metric)
+);
+
 CREATE TABLE resolution_times (
     id          bigserial        PRIMARY KEY,
     resolved_at timestamptz      NOT NULL,
@@ -33,6 +44,7 @@ CREATE INDEX resolution_times_at ON resolution_times (resolved_at);
 
 -- +goose Down
 DROP TABLE resolution_times;
+DROP TABLE stats_daily;
 DROP TABLE stats_hourly;
 DROP INDEX event_executions_presenters;
 ALTER TABLE event_history DROP COLUMN class;

@@ -17,6 +17,15 @@ CREATE TABLE stats_hourly (
     PRIMARY KEY (hour, source, workflow_id, metric, shard)
 );
 
+CREATE TABLE stats_daily (
+    day         TIMESTAMP NOT NULL,
+    source      TEXT      NOT NULL,
+    workflow_id TEXT      NOT NULL,
+    metric      TEXT      NOT NULL,
+    n           INTEGER   NOT NULL,
+    PRIMARY KEY (day, source, workflow_id, metric)
+);
+
 CREATE TABLE resolution_times (
     id          INTEGER   PRIMARY KEY,
     resolved_at TIMESTAMP NOT NULL,
@@ -27,6 +36,7 @@ CREATE INDEX resolution_times_at ON resolution_times (resolved_at);
 
 -- +goose Down
 DROP TABLE resolution_times;
+DROP TABLE stats_daily;
 DROP TABLE stats_hourly;
 DROP INDEX event_executions_presenters;
 ALTER TABLE event_history DROP COLUMN class;
