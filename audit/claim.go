@@ -91,6 +91,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	req.Items = uniqueSorted(req.Items)
 	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
 		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
+	if s.claims != nil {
+		return s.claims.do(ctx, claimInput{req: req, lin: lin})
+	}
 	var res ClaimResult
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -103,10 +106,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	s.metrics.claimed(res)
-	if alerted {
-		s.nudge()
-	}
+	s.afterClaim(res, alerted)()
 	return res, nil
 }
 
@@ -283,9 +283,13 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 
 // record writes the claim's history line and what follows from it.
 func (c *claimer) record(ctx context.Context, res ClaimResult) error {
+	retryOf := "" // what n8n confirmed; a client's retry_of is in the note
+	if len(c.chain) > 1 {
+		retryOf = c.chain[1]
+	}
 	h := HistoryLine{
 		Source: c.req.Source, EventID: c.req.EventID, Kind: KindClaim,
-		ExecutionID: c.req.ExecutionID, RetryOf: c.req.RetryOf, WorkflowID: c.req.WorkflowID,
+		ExecutionID: c.req.ExecutionID, RetryOf: retryOf, WorkflowID: c.req.WorkflowID,
 		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
 		Decision: string(res.Decision), Delivery: string(res.Delivery), Class: string(res.Class),
 		Status:  string(res.Status),
@@ -297,6 +301,13 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 	if err := c.s.count(ctx, c.tx, c.now, c.req.Source, c.req.WorkflowID, claimMetrics(res)...); err != nil {
 		return err
 	}
+	return c.follow(ctx, res, h)
+}
+
+// follow does what follows from a claim's history line h: the alert about
+// a second fingerprint, the errors that waited for the claim, news in an
+// alerted event's thread.
+func (c *claimer) follow(ctx context.Context, res ClaimResult, h HistoryLine) error {
 	if res.FingerprintMismatch {
 		if err := c.fingerprintMismatch(ctx, res); err != nil {
 			return err
