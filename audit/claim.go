@@ -91,6 +91,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	req.Items = uniqueSorted(req.Items)
 	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
 		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
+	if s.claims != nil {
+		return s.claims.do(ctx, claimInput{req: req, lin: lin})
+	}
 	var res ClaimResult
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -103,10 +106,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	s.metrics.claimed(res)
-	if alerted {
-		s.nudge()
-	}
+	s.afterClaim(res, alerted)()
 	return res, nil
 }
 
@@ -243,16 +243,13 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	}
 	if !c.created {
 		var prev previousDelivery
-		if _, err := c.s.namedGet(ctx, c.tx, &prev, "read deliveries", previousPresenter, map[string]any{
-			"source": c.req.Source, "event_id": c.req.EventID, "execution_id": c.req.ExecutionID,
-			"workflow_id": c.req.WorkflowID}); err != nil {
+		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", `SELECT first_workflow_id, last_delivery_id,
+			last_presented_at, fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`,
+			c.req.Source, c.req.EventID); err != nil {
 			return err
 		}
-		same, err := c.sameFingerprint(ctx)
-		if err != nil {
-			return err
-		}
-		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, same, c.now)
+		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, c.req.WorkflowID,
+			c.req.Fingerprint, c.now)
 	}
 	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
 		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
@@ -284,23 +281,15 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	return nil
 }
 
-// sameFingerprint reports whether the claim's fingerprint is the event's
-// first one, or one of them is missing.
-func (c *claimer) sameFingerprint(ctx context.Context) (bool, error) {
-	if c.req.Fingerprint == "" {
-		return true, nil
-	}
-	var first string
-	err := c.s.get(ctx, c.tx, &first, "read fingerprint",
-		`SELECT fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`, c.req.Source, c.req.EventID)
-	return first == "" || first == c.req.Fingerprint, err
-}
-
 // record writes the claim's history line and what follows from it.
 func (c *claimer) record(ctx context.Context, res ClaimResult) error {
+	retryOf := "" // what n8n confirmed; a client's retry_of is in the note
+	if len(c.chain) > 1 {
+		retryOf = c.chain[1]
+	}
 	h := HistoryLine{
 		Source: c.req.Source, EventID: c.req.EventID, Kind: KindClaim,
-		ExecutionID: c.req.ExecutionID, RetryOf: c.req.RetryOf, WorkflowID: c.req.WorkflowID,
+		ExecutionID: c.req.ExecutionID, RetryOf: retryOf, WorkflowID: c.req.WorkflowID,
 		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
 		Decision: string(res.Decision), Delivery: string(res.Delivery), Class: string(res.Class),
 		Status:  string(res.Status),
@@ -312,6 +301,13 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 	if err := c.s.count(ctx, c.tx, c.now, c.req.Source, c.req.WorkflowID, claimMetrics(res)...); err != nil {
 		return err
 	}
+	return c.follow(ctx, res, h)
+}
+
+// follow does what follows from a claim's history line h: the alert about
+// a second fingerprint, the errors that waited for the claim, news in an
+// alerted event's thread.
+func (c *claimer) follow(ctx context.Context, res ClaimResult, h HistoryLine) error {
 	if res.FingerprintMismatch {
 		if err := c.fingerprintMismatch(ctx, res); err != nil {
 			return err
@@ -404,17 +400,12 @@ const (
 		RETURNING execution_id`
 	markActed = `UPDATE event_executions SET acted = true
 		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
-	// previousPresenter reads the last execution that presented the key,
-	// and whether one of another workflow ever did.
-	previousPresenter = `SELECT ee.delivery_id, ee.workflow_id, ee.first_seen_at,
-		EXISTS (SELECT 1 FROM event_executions o WHERE o.source = ee.source AND o.event_id = ee.event_id
-			AND o.role = 'claim' AND o.workflow_id <> '' AND :workflow_id <> '' AND o.workflow_id <> :workflow_id) AS other_workflow
-		FROM event_executions ee
-		WHERE ee.source = :source AND ee.event_id = :event_id AND ee.role = 'claim' AND ee.execution_id <> :execution_id
-		ORDER BY ee.first_seen_at DESC LIMIT 1`
 	// countDelivery counts a new presenter and keeps the first fingerprint.
 	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
-		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END
+		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END,
+		first_workflow_id = CASE WHEN first_workflow_id = '' AND :new = 1 THEN :workflow_id ELSE first_workflow_id END,
+		last_delivery_id = CASE WHEN :new = 1 THEN :delivery_id ELSE last_delivery_id END,
+		last_presented_at = CASE WHEN :new = 1 THEN :now ELSE last_presented_at END
 		WHERE source = :source AND event_id = :event_id
 		RETURNING deliveries, fingerprint`
 )

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lib/pq"
 	"github.com/pressly/goose/v3"
 )
 
@@ -122,4 +124,61 @@ func privateFile(path string) error {
 func sqliteDSN(path string) string {
 	return path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
 		"&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// A row set is how a batch hands its rows to one statement: a fixed query
+// text whatever the batch's size, so that it is prepared once.
+// PostgreSQL takes one text array per column and unnests them; SQLite, one
+// JSON array of rows, read with json_each. Every column is text: statements
+// cast what is not.
+
+// rowSet returns the subquery that yields the columns, named as given.
+func (d dialect) rowSet(cols ...string) string {
+	var b strings.Builder
+	if d.name == "postgres" {
+		b.WriteString("SELECT * FROM unnest(")
+		for i := range cols {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("?::text[]")
+		}
+		b.WriteString(") AS r(" + strings.Join(cols, ", ") + ")")
+		return b.String()
+	}
+	b.WriteString("SELECT ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "j.value->>%d AS %s", i, c)
+	}
+	b.WriteString(" FROM json_each(?) AS j")
+	return b.String()
+}
+
+// rowArgs returns the arguments of a row set of n columns.
+func (d dialect) rowArgs(n int, rows [][]string) []any {
+	if d.name == "postgres" {
+		cols := make([]any, n)
+		for c := 0; c < n; c++ {
+			col := make([]string, len(rows))
+			for i, r := range rows {
+				col[i] = r[c]
+			}
+			cols[c] = pq.Array(col)
+		}
+		return cols
+	}
+	raw, _ := json.Marshal(rows) // strings only: it cannot fail
+	return []any{string(raw)}
+}
+
+// tsParam is a time parameter where its type is not known from a column (a
+// SELECT list): PostgreSQL must be told; SQLite keeps it as the text it is.
+func (d dialect) tsParam() string {
+	if d.name == "postgres" {
+		return "CAST(? AS timestamptz)"
+	}
+	return "?"
 }

@@ -20,6 +20,8 @@ type Metrics struct {
 	alerts        *prometheus.CounterVec
 	lookups       *prometheus.CounterVec
 	lookupSeconds prometheus.Histogram
+	batchSize     *prometheus.HistogramVec
+	shedTotal     *prometheus.CounterVec
 	// HTTP is observed by the handlers' middleware: route, method, status.
 	HTTP *prometheus.HistogramVec
 }
@@ -30,8 +32,8 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retryaudit_claims_total", Help: "Claims answered, by decision and kind of delivery.",
-		}, []string{"decision", "delivery"}),
+			Name: "retryaudit_claims_total", Help: "Claims answered, by decision, kind of delivery and why a known key came again.",
+		}, []string{"decision", "delivery", "class"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryaudit_outcomes_total", Help: "Outcome reports, by outcome and whether they changed the entry.",
 		}, []string{"outcome", "changed"}),
@@ -48,19 +50,39 @@ func NewMetrics() *Metrics {
 			Name: "retryaudit_n8n_api_lookup_duration_seconds", Help: "Latency of calls to n8n's public API.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "retryaudit_batch_size", Help: "Requests committed together in one transaction, by kind.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}, []string{"kind"}),
+		shedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_shed_total", Help: "Requests answered 503 because the queue was full or they waited too long, by kind.",
+		}, []string{"kind"}),
 		HTTP: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "retryaudit_http_request_duration_seconds", Help: "HTTP requests, by route, method and status.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method", "status"}),
 	}
-	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.HTTP,
+	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.batchSize,
+		m.shedTotal, m.HTTP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
+func (m *Metrics) batched(kind string, n int) {
+	if m != nil {
+		m.batchSize.WithLabelValues(kind).Observe(float64(n))
+	}
+}
+
+func (m *Metrics) shed(kind string) {
+	if m != nil {
+		m.shedTotal.WithLabelValues(kind).Inc()
+	}
+}
+
 func (m *Metrics) claimed(r ClaimResult) {
 	if m != nil {
-		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery)).Inc()
+		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery), string(r.Class)).Inc()
 	}
 }
 

@@ -78,7 +78,8 @@ type StatsFilter struct {
 	Source   string
 }
 
-// Counter is one metric's count for an hour, a source and a workflow.
+// Counter is one metric's count: for an hour or a day (Hour), or for a
+// source and a workflow over the window (Hour zero).
 type Counter struct {
 	Hour       time.Time `db:"hour" json:"hour"`
 	Source     string    `db:"source" json:"source"`
@@ -118,7 +119,9 @@ type AlertState struct {
 // Overview is every number the overview page and /v1/stats show.
 type Overview struct {
 	From, To    time.Time
-	Counters    []Counter    // per hour, source, workflow and metric
+	Hourly      []Counter    // per hour and metric, for the hours not folded into days yet
+	Daily       []Counter    // per day and metric
+	Groups      []Counter    // per source, workflow and metric over the window
 	Review      []ReviewAge  // everything waiting, oldest first (at most 1,000)
 	ReviewTotal int          // how many wait
 	Resolutions []Resolution // in the window, oldest first
@@ -143,11 +146,29 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 	}
 	o := Overview{From: f.From, To: f.To}
 	from, to := s.d.t(f.From.UTC().Truncate(time.Hour)), s.d.t(f.To)
-	if err := s.selectAll(ctx, s.db, &o.Counters, "read counters", `SELECT hour, source, workflow_id, metric,
-		sum(n) AS n FROM stats_hourly WHERE hour >= ? AND hour <= ? AND (? = '' OR source = ?)
-		GROUP BY hour, source, workflow_id, metric ORDER BY hour, source, workflow_id, metric`,
-		from, to, f.Source, f.Source); err != nil {
-		return o, err
+	day := s.d.t(f.From.UTC().Truncate(24 * time.Hour))
+	for _, q := range []struct {
+		dest  *[]Counter
+		query string
+		from  any
+	}{
+		{&o.Hourly, `SELECT hour, '' AS source, '' AS workflow_id, metric, sum(n) AS n FROM stats_hourly
+			WHERE hour >= ? AND hour <= ? AND (? = '' OR source = ?) GROUP BY hour, metric ORDER BY hour, metric`, from},
+		{&o.Daily, `SELECT day AS hour, '' AS source, '' AS workflow_id, metric, sum(n) AS n FROM stats_daily
+			WHERE day >= ? AND day <= ? AND (? = '' OR source = ?) GROUP BY day, metric ORDER BY day, metric`, day},
+		{&o.Groups, `SELECT source, workflow_id, metric, sum(n) AS n FROM (
+			SELECT source, workflow_id, metric, n FROM stats_hourly WHERE hour >= ? AND hour <= ? AND (? = '' OR source = ?)
+			UNION ALL
+			SELECT source, workflow_id, metric, n FROM stats_daily WHERE day >= ? AND day <= ? AND (? = '' OR source = ?)
+			) c GROUP BY source, workflow_id, metric ORDER BY source, workflow_id, metric`, nil},
+	} {
+		args := []any{q.from, to, f.Source, f.Source}
+		if q.from == nil {
+			args = []any{from, to, f.Source, f.Source, day, to, f.Source, f.Source}
+		}
+		if err := s.selectAll(ctx, s.db, q.dest, "read counters", q.query, args...); err != nil {
+			return o, err
+		}
 	}
 	cutoff := s.d.t(s.reviewCutoff())
 	if err := s.selectAll(ctx, s.db, &o.InReview, "count review queue", `SELECT w.source,
@@ -174,6 +195,61 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
 		GROUP BY state ORDER BY state`, from, to, f.Source, f.Source)
 	return o, err
+}
+
+// CompactStats merges the shards of past hours into one row and folds the
+// hours older than 48 h into days, all in one transaction: a count is never
+// lost nor counted twice. It leaves the last ten minutes alone, so that it
+// never meets a claim still counting into them. Days older than 400 are
+// deleted.
+func (s *Store) CompactStats(ctx context.Context) error {
+	now := s.now().UTC()
+	closed := s.d.t(now.Add(-10 * time.Minute).Truncate(time.Hour))
+	fold := now.Add(-48 * time.Hour).Truncate(time.Hour)
+	type step struct {
+		op, query string
+		args      []any
+	}
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		steps := []step{
+			{"merge shards", `INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+				SELECT hour, source, workflow_id, metric, 0, sum(n) FROM stats_hourly WHERE hour < ? AND shard <> 0
+				GROUP BY hour, source, workflow_id, metric
+				ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n`,
+				[]any{closed}},
+			{"merge shards", `DELETE FROM stats_hourly WHERE hour < ? AND shard <> 0`, []any{closed}},
+		}
+		var hours []time.Time
+		if err := s.selectAll(ctx, tx, &hours, "read old hours", `SELECT DISTINCT hour FROM stats_hourly WHERE hour < ?`,
+			s.d.t(fold)); err != nil {
+			return err
+		}
+		days := map[time.Time]bool{}
+		for _, h := range hours {
+			days[h.UTC().Truncate(24*time.Hour)] = true
+		}
+		for d := range days {
+			end := d.Add(24 * time.Hour)
+			if end.After(fold) {
+				end = fold
+			}
+			steps = append(steps,
+				step{"fold into days", `INSERT INTO stats_daily (day, source, workflow_id, metric, n)
+					SELECT ?, source, workflow_id, metric, sum(n) FROM stats_hourly WHERE hour >= ? AND hour < ?
+					GROUP BY source, workflow_id, metric
+					ON CONFLICT (day, source, workflow_id, metric) DO UPDATE SET n = stats_daily.n + excluded.n`,
+					[]any{s.d.t(d), s.d.t(d), s.d.t(end)}},
+				step{"fold into days", `DELETE FROM stats_hourly WHERE hour >= ? AND hour < ?`, []any{s.d.t(d), s.d.t(end)}})
+		}
+		steps = append(steps, step{"forget old days", `DELETE FROM stats_daily WHERE day < ?`,
+			[]any{s.d.t(now.Add(-400 * 24 * time.Hour))}})
+		for _, st := range steps {
+			if _, err := s.exec(ctx, tx, st.op, st.query, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // recordResolution keeps how long an entry's unknown outcome (or error)

@@ -50,8 +50,11 @@ type Options struct {
 	// LockTimeout bounds every PostgreSQL statement's wait for a lock
 	// (default 2s): past it, the request is answered 503 at once.
 	LockTimeout time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// Batching sets up group commit; its zero value batches with the
+	// defaults.
+	Batching Batching
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Store is the ledger and everything kept beside it. It is safe for
@@ -79,6 +82,9 @@ type Store struct {
 	// one writer anyway: waiting here respects the request's deadline,
 	// waiting in SQLite's busy handler sleeps.
 	writer chan struct{}
+	// claims commits concurrent claims together; nil when batching is off.
+	claims *batcher[claimInput, ClaimResult]
+	batchQ claimBatchQueries
 	gauges *storeCollector // nil without metrics
 }
 
@@ -138,12 +144,34 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.metrics.watch(s, cmp.Or(opts.GaugeInterval, 15*time.Second))
+	s.startBatching(opts.Batching)
 	return s, nil
+}
+
+// startBatching starts the group commit of claims, unless it is off.
+func (s *Store) startBatching(b Batching) {
+	if b.Off {
+		return
+	}
+	b.MaxBatch = cmp.Or(b.MaxBatch, 128)
+	b.Queue = cmp.Or(b.Queue, 4096)
+	b.Wait = cmp.Or(b.Wait, 500*time.Millisecond)
+	if b.Workers <= 0 {
+		b.Workers = 2
+		if s.writer != nil {
+			b.Workers = 1 // SQLite has one writer
+		}
+	}
+	s.batchQ = newClaimBatchQueries(s.d)
+	s.claims = newBatcher(s, "claims", b, s.claimBatch)
 }
 
 // Close closes the database and releases the SQLite lock.
 func (s *Store) Close() error {
 	s.close()
+	if s.claims != nil {
+		s.claims.stop()
+	}
 	s.bg.Wait()
 	s.stmts.Range(func(_, v any) bool {
 		v.(*sqlx.Stmt).Close()

@@ -108,14 +108,21 @@ func buildStats(o audit.Overview, source string, now time.Time) stats {
 		}
 		return m[key]
 	}
-	for _, c := range o.Counters {
-		h := c.Hour.UTC()
-		if d := int(h.Sub(day0) / (24 * time.Hour)); h.Compare(day0) >= 0 && d < len(st.Days) {
+	inDays := func(c audit.Counter) {
+		if d := int(c.Hour.UTC().Sub(day0) / (24 * time.Hour)); !c.Hour.UTC().Before(day0) && d < len(st.Days) {
 			st.Days[d].add(c)
 		}
-		if i := int(h.Sub(hour0) / time.Hour); h.Compare(hour0) >= 0 && i < len(st.Hours) {
+	}
+	for _, c := range o.Daily {
+		inDays(c)
+	}
+	for _, c := range o.Hourly {
+		inDays(c)
+		if i := int(c.Hour.UTC().Sub(hour0) / time.Hour); !c.Hour.UTC().Before(hour0) && i < len(st.Hours) {
 			st.Hours[i].add(c)
 		}
+	}
+	for _, c := range o.Groups {
 		st.Totals.add(c)
 		for _, g := range []*groupCounts{group(sources, c.Source, groupCounts{Source: c.Source}),
 			group(workflows, c.WorkflowID, groupCounts{WorkflowID: c.WorkflowID})} {

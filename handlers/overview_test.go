@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -128,6 +129,29 @@ func TestOverview(t *testing.T) {
 			t.Errorf("alerts by state = %v", st["alerts_by_state"])
 		}
 
+		t.Run("folding hours into days changes no number", func(t *testing.T) {
+			for i := 0; i < 2; i++ {
+				if err := s.store.CompactStats(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				_, again := s.call(t, "GET", "/v1/stats", nil)
+				for _, k := range []string{"days", "totals", "by_source", "by_workflow"} {
+					if !reflect.DeepEqual(again[k], st[k]) {
+						t.Errorf("after compaction %d, %s = %v, was %v", i+1, k, again[k], st[k])
+					}
+				}
+			}
+			var hours []time.Time
+			if err := s.store.DB().Select(&hours, `SELECT hour FROM stats_hourly WHERE shard <> 0`); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hours {
+				if !h.Equal(clock.Now().Truncate(time.Hour)) {
+					t.Errorf("a sharded row of %s is left; only the current hour may have them", h)
+				}
+			}
+		})
+
 		t.Run("filters narrow and bad filters are refused", func(t *testing.T) {
 			code, out := s.call(t, "GET", "/v1/stats?source=other", nil)
 			if code != http.StatusOK || out["by_source"] != nil && len(out["by_source"].([]any)) != 0 {
@@ -168,5 +192,39 @@ func TestOverview(t *testing.T) {
 				t.Error("the oldest waiting entry is not listed")
 			}
 		})
+	})
+}
+
+// TestDeliveryWords: the event page says in words why each delivery
+// happened.
+func TestDeliveryWords(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		s := newServer(t, dialect, withUI)
+		first := claimBody("shop", "w1", "1")
+		first["delivery_id"] = "d-1"
+		s.claim(t, first)
+		again := claimBody("shop", "w1", "2")
+		again["delivery_id"] = "d-1"
+		s.claim(t, again)
+		other := claimBody("shop", "w1", "3")
+		other["workflow_id"] = "wf-old"
+		s.claim(t, other)
+		_, page := s.page(t, "GET", "/events/shop/w1", "alice:"+alicePassword, nil)
+		for _, words := range []string{"n8n started a second execution for the same call",
+			"another workflow received the same event"} {
+			if !strings.Contains(page, words) {
+				t.Errorf("the page does not say %q", words)
+			}
+		}
+		_, ev := s.call(t, "GET", "/v1/events/shop/w1", nil)
+		classes := map[string]bool{}
+		for _, x := range ev["executions"].([]any) {
+			if c, ok := x.(map[string]any)["redelivery_class"].(string); ok {
+				classes[c] = true
+			}
+		}
+		if !classes["n8n_double_start"] || !classes["parallel_workflows"] {
+			t.Errorf("executions' classes = %v", classes)
+		}
 	})
 }

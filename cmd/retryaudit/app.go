@@ -136,6 +136,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		return err
 	})
 	j.every(ctx, a.log, "retention", 10*time.Minute, a.retention)
+	j.every(ctx, a.log, "stats compaction", 5*time.Minute, a.compactStats)
 	if a.n8n != nil {
 		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Owner: a.owner,
 			Grace: time.Minute, Lease: 5 * time.Minute}
@@ -158,6 +159,15 @@ func (a *app) retention(ctx context.Context) error {
 			"payloads_dropped", p.Payloads)
 	}
 	return err
+}
+
+// compactStats folds the overview's counters, on one instance at a time.
+func (a *app) compactStats(ctx context.Context) error {
+	held, err := a.store.TakeLease(ctx, "stats", a.owner, 5*time.Minute)
+	if err != nil || !held {
+		return err
+	}
+	return a.store.CompactStats(ctx)
 }
 
 // instanceName names this process in leases: host, pid and a random part.

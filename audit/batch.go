@@ -1,0 +1,191 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Group commit. Concurrent requests of one kind (claims, outcomes) wait in a
+// bounded queue; a worker takes everything that has arrived, up to a batch,
+// and runs it as one transaction: one commit, one fsync, and set-based
+// statements over the whole batch. There is no timer: a lone request goes at
+// once, and while one batch commits the next collects. A batch keeps the
+// order of arrival: a second request for a key is decided after the first,
+// seeing what the first did, exactly as one by one.
+
+// Batching sets the group commit up; zero values take the defaults.
+type Batching struct {
+	Off      bool          // run every request in its own transaction
+	MaxBatch int           // requests per transaction (default 128)
+	Queue    int           // requests that may wait (default 4096): past it, 503 at once
+	Wait     time.Duration // the longest a request waits to start (default 500ms): past it, 503
+	Workers  int           // batches in flight at once (default 2 on PostgreSQL, 1 on SQLite)
+}
+
+// ErrOverloaded is why a request was shed: the queue was full, or it waited
+// longer than Batching.Wait.
+var ErrOverloaded = errors.New("the service is overloaded")
+
+// job is one request in a batch.
+type job[Req, Res any] struct {
+	ctx    context.Context
+	req    Req
+	queued time.Time
+	res    Res
+	err    error
+	after  func() // run after commit, for what the request set in motion (a wake-up)
+	done   chan struct{}
+	state  atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+}
+
+const (
+	jobQueued int32 = iota
+	jobStarted
+	jobAbandoned
+)
+
+// batcher runs jobs of one kind in batches.
+type batcher[Req, Res any] struct {
+	s     *Store
+	name  string
+	cfg   Batching
+	queue chan *job[Req, Res]
+	// run executes a batch in tx. It sets each job's res or err; an error
+	// it returns fails the batch, which is then run again one by one.
+	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
+	wg  sync.WaitGroup
+}
+
+func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
+	run func(context.Context, *sqlx.Tx, []*job[Req, Res], time.Time) error) *batcher[Req, Res] {
+	b := &batcher[Req, Res]{s: s, name: name, cfg: cfg, queue: make(chan *job[Req, Res], cfg.Queue), run: run}
+	for i := 0; i < cfg.Workers; i++ {
+		b.wg.Add(1)
+		go b.work()
+	}
+	return b
+}
+
+// do queues a request and waits for its answer. A request that cannot be
+// queued, or waits too long to start, is shed with ErrOverloaded; one whose
+// caller gives up before it starts is never run.
+func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{})}
+	var zero Res
+	select {
+	case b.queue <- j:
+	default:
+		b.s.metrics.shed(b.name)
+		return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the queue is full", Err: ErrOverloaded}
+	}
+	select {
+	case <-j.done:
+		if j.err == nil && j.after != nil {
+			j.after()
+		}
+		return j.res, j.err
+	case <-ctx.Done():
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return zero, dbError(b.name+": waiting for a batch", ctx.Err())
+		}
+		<-j.done // it runs now: its answer is the truth, give it
+		return j.res, j.err
+	}
+}
+
+// work takes batches off the queue until the store closes.
+func (b *batcher[Req, Res]) work() {
+	defer b.wg.Done()
+	for {
+		var first *job[Req, Res]
+		select {
+		case first = <-b.queue:
+		case <-b.s.closing.Done():
+			return
+		}
+		batch := []*job[Req, Res]{first}
+	fill:
+		for len(batch) < b.cfg.MaxBatch {
+			select {
+			case j := <-b.queue:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		b.execute(batch)
+	}
+}
+
+// execute starts the jobs still wanted and runs them as one transaction; if
+// the transaction fails, each runs alone, so that one bad request cannot
+// fail its neighbours.
+func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
+	now := time.Now()
+	live := batch[:0]
+	for _, j := range batch {
+		switch {
+		case !j.state.CompareAndSwap(jobQueued, jobStarted):
+			close(j.done) // abandoned by its caller
+		case now.Sub(j.queued) > b.cfg.Wait:
+			b.s.metrics.shed(b.name)
+			j.err = &Error{Code: CodeUnavailable, Message: b.name + ": waited too long for a batch", Err: ErrOverloaded}
+			close(j.done)
+		default:
+			live = append(live, j)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	err := b.inTx(live)
+	if err != nil && len(live) > 1 {
+		for _, j := range live {
+			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
+				j.err = e
+			}
+		}
+	} else if err != nil {
+		live[0].err = err
+	}
+	b.s.metrics.batched(b.name, len(live))
+	for _, j := range live {
+		close(j.done)
+	}
+}
+
+// stop waits for the workers to finish their batches and answers what still
+// waits: the store is closing.
+func (b *batcher[Req, Res]) stop() {
+	b.wg.Wait()
+	for {
+		select {
+		case j := <-b.queue:
+			if j.state.CompareAndSwap(jobQueued, jobStarted) {
+				j.err = &Error{Code: CodeUnavailable, Message: b.name + ": the store is closing"}
+			}
+			close(j.done)
+		default:
+			return
+		}
+	}
+}
+
+// inTx runs jobs in one transaction on a context of their own: callers that
+// gave up once their job started no longer decide whether it commits.
+func (b *batcher[Req, Res]) inTx(jobs []*job[Req, Res]) error {
+	ctx, cancel := context.WithTimeout(b.s.closing, 30*time.Second)
+	defer cancel()
+	return b.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		for _, j := range jobs {
+			var zero Res
+			j.res, j.err, j.after = zero, nil, nil
+		}
+		return b.run(ctx, tx, jobs, b.s.now())
+	})
+}

@@ -1,0 +1,527 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// claimInput is one claim waiting for a batch, with what n8n said of its
+// lineage before.
+type claimInput struct {
+	req ClaimRequest
+	lin lineage
+}
+
+type claimJob = job[claimInput, ClaimResult]
+
+// claimBatchQueries are the set-based statements of a batch of claims, one
+// text per database, each over a row set of the batch.
+type claimBatchQueries struct {
+	readExecutions, upsertExecutions           string
+	insertEntries, reclaim, hold, touch        string
+	present, markActed, countDeliveries, write string
+	count, pendingErrors, openThreads          string
+}
+
+func newClaimBatchQueries(d dialect) claimBatchQueries {
+	ts := d.tsParam()
+	entryCols := `RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+		last_delivery_id, last_presented_at`
+	match := `source = v_source AND event_id = v_event_id AND item_count = 0`
+	return claimBatchQueries{
+		readExecutions: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)`,
+		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
+			"v_note") + `)
+			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+			root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+			SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ` + ts + `, ` + ts + `
+			FROM v WHERE true
+			ON CONFLICT (execution_id) DO UPDATE SET
+			workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+			workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+			mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+			lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+			claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+				ELSE executions.claimed_retry_of END,
+			last_seen_at = excluded.last_seen_at`,
+		// In key order: concurrent batches lock their rows in one order.
+		insertEntries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+			SELECT v_source, v_event_id, 'processing', v_holder, ` + ts + `, ` + ts + `, ` + ts + `
+			FROM v WHERE true ORDER BY v_source, v_event_id
+			ON CONFLICT (source, event_id) DO NOTHING ` + entryCols,
+		reclaim: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
+			last_seen_at = ?, review_reason = '' FROM v WHERE ` + match + ` AND status = 'failed' ` + entryCols,
+		hold: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			UPDATE webhook_events SET last_seen_at = ? FROM v
+			WHERE ` + match + ` AND status = 'processing' AND holder_execution_id = v_holder ` + entryCols,
+		touch: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id ` + entryCols,
+		present: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_delivery", "v_acted",
+			"v_delivery_id", "v_workflow_id", "v_class") + `)
+			INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
+			class, first_seen_at)
+			SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
+			v_workflow_id, v_class, ` + ts + ` FROM v WHERE true
+			ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+			acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+			workflow_id = excluded.workflow_id, class = excluded.class
+			WHERE event_executions.role <> 'claim'
+			RETURNING source, event_id`,
+		markActed: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id") + `)
+			UPDATE event_executions SET acted = (1 = 1) FROM v
+			WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted`,
+		countDeliveries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_new", "v_fingerprint", "v_workflow_id",
+			"v_delivery_id") + `)
+			UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
+			fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
+			first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
+			last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
+			last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
+			FROM v WHERE source = v_source AND event_id = v_event_id
+			RETURNING source, event_id, deliveries, fingerprint`,
+		write: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_workflow_id", "v_workflow_name",
+			"v_node", "v_decision", "v_delivery", "v_class", "v_status", "v_message") + `)
+			INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+			node, decision, delivery, class, status, actor, message, crm_ref)
+			SELECT v_source, v_event_id, '', ` + ts + `, 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
+			v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v`,
+		count: `WITH v AS (` + d.rowSet("v_source", "v_workflow_id", "v_metric", "v_n") + `)
+			INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+			SELECT ` + ts + `, v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
+			ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n`,
+		pendingErrors: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+			AND kind IN ('execution_error', 'found_by_reconcile')
+			AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))`,
+		openThreads: `WITH v AS (` + d.rowSet("v_thread") + `)
+			SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)`,
+	}
+}
+
+// batchEntry is an entry as a batch statement returned it.
+type batchEntry struct {
+	Source  string `db:"source"`
+	EventID string `db:"event_id"`
+	entryState
+	previousDelivery
+}
+
+// claimBatch decides a batch of claims in tx, in rounds: the first claim of
+// each event, then the second, and so on, each round in set-based
+// statements that see what the rounds before did, so that claims of one
+// event are decided in the order they came, each after the one before, as
+// one by one. An event with a claim that needs lineage or items, or that
+// meets an entry that moved under it, takes the one-by-one path for the
+// rest of its claims, inside the same transaction.
+func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
+	byKey := map[string][]*claimJob{}
+	var keys []string
+	alone := map[string]bool{}
+	for _, j := range jobs {
+		k := claimKey(j.req.req)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], j)
+		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 {
+			alone[k] = true
+		}
+	}
+	for round := 0; ; round++ {
+		var batch []*claimJob
+		for _, k := range keys {
+			if js := byKey[k]; !alone[k] && round < len(js) {
+				batch = append(batch, js[round])
+			}
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for len(batch) > 0 {
+			moved, err := s.claimSimple(ctx, tx, batch, now)
+			if err != nil {
+				return err
+			}
+			if len(moved) == 0 {
+				break
+			}
+			// Some claims could not be decided with the others: undo the
+			// round and leave their events to the one-by-one path.
+			if _, err := s.exec(ctx, tx, "batch", `ROLLBACK TO SAVEPOINT batch`); err != nil {
+				return err
+			}
+			for _, j := range moved {
+				alone[claimKey(j.req.req)] = true
+			}
+			batch = slices.DeleteFunc(batch, func(j *claimJob) bool { return alone[claimKey(j.req.req)] })
+		}
+	}
+	for _, j := range jobs { // what the rounds left, in the order it came
+		if undecided := j.err == nil && j.res.Decision == ""; undecided && alone[claimKey(j.req.req)] {
+			if err := s.claimAlone(ctx, tx, j, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// claimAlone runs one claim by the one-by-one path, in a savepoint: a claim
+// refused for what it asks writes nothing, and its neighbours go on.
+func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now time.Time) error {
+	if _, err := s.exec(ctx, tx, "claim", `SAVEPOINT claim`); err != nil {
+		return err
+	}
+	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
+	res, err := c.run(ctx)
+	if err != nil {
+		if !refusal(err) {
+			return err
+		}
+		j.err = err
+		_, err = s.exec(ctx, tx, "claim", `ROLLBACK TO SAVEPOINT claim`)
+		return err
+	}
+	j.res = res
+	j.after = s.afterClaim(res, c.alerted)
+	_, err = s.exec(ctx, tx, "claim", `RELEASE SAVEPOINT claim`)
+	return err
+}
+
+// refusal reports an error that answers one request (it asked for something
+// the ledger refuses) rather than failing the transaction.
+func refusal(err error) bool {
+	switch ErrorCode(err) {
+	case CodeInvalid, CodeNotFound, CodeConflict, CodeNotHolder:
+		return true
+	}
+	return false
+}
+
+func (s *Store) afterClaim(res ClaimResult, alerted bool) func() {
+	return func() {
+		s.metrics.claimed(res)
+		if alerted {
+			s.nudge()
+		}
+	}
+}
+
+// claimSimple decides claims that need no lineage: each key once, each
+// execution its own holder. It returns the claims it could not decide (an
+// entry that moved between two statements, an event with items): the
+// caller undoes the savepoint and decides those alone.
+func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
+	q := s.batchQ
+	at := s.d.t(now)
+	if _, err := s.exec(ctx, tx, "batch", `SAVEPOINT batch`); err != nil {
+		return nil, err
+	}
+	// Executions: an id the service knows under another workflow is not
+	// this one; one with lineage walks its chain alone.
+	var known []struct {
+		ID         string `db:"execution_id"`
+		WorkflowID string `db:"workflow_id"`
+		RetryOf    string `db:"retry_of"`
+	}
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
+	if err := s.selectAll(ctx, tx, &known, "read executions", q.readExecutions, s.d.rowArgs(1, ids)...); err != nil {
+		return nil, err
+	}
+	var moved []*claimJob
+	byID := map[string]int{}
+	for i, k := range known {
+		byID[k.ID] = i
+	}
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		r := j.req.req
+		if i, ok := byID[r.ExecutionID]; ok {
+			k := known[i]
+			switch {
+			case k.WorkflowID != "" && r.WorkflowID != "" && k.WorkflowID != r.WorkflowID:
+				j.err = &Error{Code: CodeConflict, Message: conflictNote(r.ExecutionID, r.WorkflowID)}
+				continue
+			case k.RetryOf != "":
+				moved = append(moved, j)
+				continue
+			}
+		}
+		live = append(live, j)
+	}
+	if len(moved) > 0 || len(live) == 0 {
+		return moved, nil
+	}
+	jobs = live
+	execRows := map[string][]string{}
+	var order []string
+	for _, j := range jobs {
+		r := j.req.req
+		row, ok := execRows[r.ExecutionID]
+		if !ok {
+			order = append(order, r.ExecutionID)
+			execRows[r.ExecutionID] = []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note}
+			continue
+		}
+		for i, v := range []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note} {
+			if row[i] == "" {
+				row[i] = v
+			}
+		}
+	}
+	rows := make([][]string, 0, len(order))
+	for _, id := range order {
+		rows = append(rows, execRows[id])
+	}
+	if _, err := s.exec(ctx, tx, "record executions", q.upsertExecutions, append(s.d.rowArgs(6, rows), at, at)...); err != nil {
+		return nil, err
+	}
+
+	// Entries: the first statement that returns a row decides.
+	res := make(map[string]*batchEntry, len(jobs))
+	decision := map[string]Decision{}
+	key := func(source, eventID string) string { return source + "\x00" + eventID }
+	pending := slices.Clone(jobs)
+	for _, step := range []struct {
+		query    string
+		decision Decision
+		args     func() []any
+	}{
+		{q.insertEntries, DecisionClaimed, func() []any { return []any{at, at, at} }},
+		{q.reclaim, DecisionReclaimed, func() []any { return []any{at, at} }},
+		{q.hold, DecisionHeld, func() []any { return []any{at} }},
+		{q.touch, "", func() []any { return []any{at} }}, // none of those: what is it?
+	} {
+		if len(pending) == 0 {
+			break
+		}
+		var rows [][]string
+		for _, j := range pending {
+			r := j.req.req
+			if step.decision == "" {
+				rows = append(rows, []string{r.Source, r.EventID})
+			} else {
+				rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID})
+			}
+		}
+		n := 3
+		if step.decision == "" {
+			n = 2
+		}
+		var got []batchEntry
+		args := append(s.d.rowArgs(n, rows), step.args()...) // the row set's placeholders come first
+		if err := s.selectAll(ctx, tx, &got, "claim entries", step.query, args...); err != nil {
+			return nil, err
+		}
+		for i := range got {
+			k := key(got[i].Source, got[i].EventID)
+			res[k] = &got[i]
+			decision[k] = step.decision
+		}
+		pending = slices.DeleteFunc(pending, func(j *claimJob) bool { return res[key(j.req.req.Source, j.req.req.EventID)] != nil })
+	}
+	moved = append(moved, pending...) // deleted under us: decide alone
+	for _, j := range jobs {
+		k := key(j.req.req.Source, j.req.req.EventID)
+		e := res[k]
+		if e == nil || decision[k] != "" {
+			continue
+		}
+		switch {
+		case e.ItemCount > 0, e.Status == StatusFailed: // items, or it failed since our reclaim
+			moved = append(moved, j)
+		case e.Status == StatusDone:
+			decision[k] = DecisionDuplicate
+		default:
+			decision[k] = DecisionInProgress
+		}
+	}
+	if len(moved) > 0 {
+		return moved, nil
+	}
+
+	// Deliveries: who presented the key, why, and the count.
+	results := make([]ClaimResult, len(jobs))
+	var presentRows, actedRows [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		k := key(r.Source, r.EventID)
+		e := res[k]
+		d := decision[k]
+		cr := ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
+			IdempotencyKey: IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.note, Items: nil}
+		cr.Delivery = DeliveryRedelivery
+		if d == DecisionClaimed {
+			cr.Delivery = DeliveryFirst
+		} else {
+			cr.Class = classify(d, false, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
+		}
+		results[i] = cr
+		acted := "0"
+		if cr.Process {
+			acted = "1"
+		}
+		presentRows = append(presentRows, []string{r.Source, r.EventID, r.ExecutionID, string(cr.Delivery), acted,
+			r.DeliveryID, r.WorkflowID, string(cr.Class)})
+	}
+	var fresh []EventKey
+	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", q.present,
+		append(s.d.rowArgs(8, presentRows), at)...); err != nil {
+		return nil, err
+	}
+	isNew := map[string]bool{}
+	for _, f := range fresh {
+		isNew[key(f.Source, f.EventID)] = true
+	}
+	var countRows [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		newOne := isNew[key(r.Source, r.EventID)]
+		if !newOne {
+			results[i].Delivery, results[i].Class = DeliverySameExecution, ""
+			if results[i].Process {
+				actedRows = append(actedRows, []string{r.Source, r.EventID, r.ExecutionID})
+			}
+		}
+		n := "0"
+		if newOne {
+			n = "1"
+		}
+		countRows = append(countRows, []string{r.Source, r.EventID, n, r.Fingerprint, r.WorkflowID, r.DeliveryID})
+	}
+	if len(actedRows) > 0 {
+		if _, err := s.exec(ctx, tx, "record deliveries", q.markActed, s.d.rowArgs(3, actedRows)...); err != nil {
+			return nil, err
+		}
+	}
+	var counted []struct {
+		EventKey
+		Deliveries  int    `db:"deliveries"`
+		Fingerprint string `db:"fingerprint"`
+	}
+	if err := s.selectAll(ctx, tx, &counted, "count deliveries", q.countDeliveries,
+		append(s.d.rowArgs(6, countRows), at)...); err != nil {
+		return nil, err
+	}
+	stored := map[string]int{}
+	for i, c := range counted {
+		stored[key(c.Source, c.EventID)] = i
+	}
+
+	// History, counters, and what follows: pending errors, threads.
+	var history [][]string
+	metrics := map[[3]string]int{}
+	var threads [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		cr := &results[i]
+		c := counted[stored[key(r.Source, r.EventID)]]
+		cr.Deliveries = c.Deliveries
+		cr.FingerprintMismatch = r.Fingerprint != "" && c.Fingerprint != r.Fingerprint
+		history = append(history, []string{r.Source, r.EventID, r.ExecutionID, r.WorkflowID, r.WorkflowName, r.Node,
+			string(cr.Decision), string(cr.Delivery), string(cr.Class), string(cr.Status),
+			claimMessage(*cr, []string{r.ExecutionID}, j.req.lin.note)})
+		for _, m := range claimMetrics(*cr) {
+			metrics[[3]string{r.Source, r.WorkflowID, m}]++
+		}
+		if cr.Delivery == DeliveryRedelivery && cr.Process {
+			threads = append(threads, []string{EventThread(r.Source, r.EventID)})
+		}
+	}
+	if _, err := s.exec(ctx, tx, "write history", q.write, append(s.d.rowArgs(11, history), at)...); err != nil {
+		return nil, err
+	}
+	if len(metrics) > 0 {
+		var rows [][]string
+		for k, n := range metrics {
+			rows = append(rows, []string{k[0], k[1], k[2], fmt.Sprint(n)})
+		}
+		hour := s.d.t(now.UTC().Truncate(time.Hour))
+		if _, err := s.exec(ctx, tx, "count", q.count,
+			append(s.d.rowArgs(4, rows), hour, rand.IntN(statsShards))...); err != nil {
+			return nil, err
+		}
+	}
+	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, ids, threads, now)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range jobs {
+		j.res = results[i]
+		j.after = s.afterClaim(results[i], alerted[i])
+	}
+	_, err = s.exec(ctx, tx, "batch", `RELEASE SAVEPOINT batch`)
+	return nil, err
+}
+
+// claimsFollowUp does, for the few claims of a batch that need it, what
+// the one-by-one path does after the history line: the fingerprint alert,
+// errors that waited for the claim, news in an alerted event's thread.
+func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []ClaimResult, ids [][]string,
+	threads [][]string, now time.Time) ([]bool, error) {
+	q := s.batchQ
+	alerted := make([]bool, len(jobs))
+	var waiting []struct {
+		ID   string `db:"execution_id"`
+		Root string `db:"root_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.pendingErrors, s.d.rowArgs(1, ids)...); err != nil {
+		return nil, err
+	}
+	pendingFor := map[string]bool{}
+	for _, w := range waiting {
+		pendingFor[w.ID], pendingFor[w.Root] = true, true
+	}
+	open := map[string]bool{}
+	if len(threads) > 0 {
+		var keys []string
+		if err := s.selectAll(ctx, tx, &keys, "read threads", q.openThreads, s.d.rowArgs(1, threads)...); err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			open[k] = true
+		}
+	}
+	for i, j := range jobs {
+		r, res := j.req.req, results[i]
+		if !res.FingerprintMismatch && !pendingFor[r.ExecutionID] && !open[EventThread(r.Source, r.EventID)] {
+			continue
+		}
+		c := &claimer{s: s, tx: tx, req: r, now: now, lin: j.req.lin, chain: []string{r.ExecutionID}}
+		h := HistoryLine{Source: r.Source, EventID: r.EventID, Kind: KindClaim, ExecutionID: r.ExecutionID,
+			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
+			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
+			Message: claimMessage(res, c.chain, j.req.lin.note)}
+		if err := c.follow(ctx, res, h); err != nil {
+			return nil, err
+		}
+		alerted[i] = c.alerted
+	}
+	return alerted, nil
+}
+
+// uniqueColumn returns the distinct values of one column, as rows of one.
+func uniqueColumn(jobs []*claimJob, col func(*claimJob) string) [][]string {
+	seen := map[string]bool{}
+	var rows [][]string
+	for _, j := range jobs {
+		if v := col(j); !seen[v] {
+			seen[v] = true
+			rows = append(rows, []string{v})
+		}
+	}
+	return rows
+}
+
+// claimKey is the batch key of a claim: claims of one event never share a
+// batch.
+func claimKey(r ClaimRequest) string { return strings.Join([]string{r.Source, r.EventID}, "\x00") }
