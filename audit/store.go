@@ -158,6 +158,11 @@ func (s *Store) startBatching(b Batching) {
 	}
 	s.batchQ = newClaimBatchQueries(s.d)
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
+	s.claims.prepare = func(ctx context.Context, j *claimJob) {
+		r := j.req.req
+		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
+			ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
+	}
 }
 
 // Close closes the database and releases the SQLite lock.
