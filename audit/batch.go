@@ -43,7 +43,7 @@ type job[Req, Res any] struct {
 	// one commits, prepared anew: it depends on what this batch decides.
 	again bool
 	done  chan struct{}
-	state  atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+	state atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
 
 const (
