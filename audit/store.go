@@ -49,6 +49,10 @@ type Options struct {
 	// Batching sets up group commit; its zero value batches with the
 	// defaults.
 	Batching Batching
+	// SQLiteSyncNormal opens SQLite with synchronous=NORMAL instead of
+	// FULL: faster, but a commit already answered may be lost on an OS
+	// crash or power loss.
+	SQLiteSyncNormal bool
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -86,7 +90,7 @@ type Store struct {
 // Open connects to the database that opts names. It does not migrate: call
 // Migrate, or check SchemaCurrent, before serving.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	d, dsn, where, err := dataSource(opts.URL, opts.DataDir)
+	d, dsn, where, err := dataSource(opts.URL, opts.DataDir, opts.SQLiteSyncNormal)
 	if err != nil {
 		return nil, err
 	}

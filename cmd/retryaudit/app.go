@@ -34,7 +34,9 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
 		Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
-		GaugeInterval: cfg.MetricsInterval,
+		Batching:         audit.Batching{Queue: cfg.QueueSize, Wait: cfg.QueueWait, MaxBatch: cfg.MaxBatch},
+		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
+		GaugeInterval:    cfg.MetricsInterval,
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
