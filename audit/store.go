@@ -53,8 +53,8 @@ type Options struct {
 	// FULL: faster, but a commit already answered may be lost on an OS
 	// crash or power loss.
 	SQLiteSyncNormal bool
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 // Store is the ledger and everything kept beside it. It is safe for
