@@ -39,8 +39,11 @@ type job[Req, Res any] struct {
 	res    Res
 	err    error
 	after  func() // run after commit, for what the request set in motion (a wake-up)
-	done   chan struct{}
-	state  atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+	// again asks for the job to be run in a batch of its own after this
+	// one commits, prepared anew: it depends on what this batch decides.
+	again bool
+	done  chan struct{}
+	state atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
 
 const (
@@ -58,7 +61,9 @@ type batcher[Req, Res any] struct {
 	// run executes a batch in tx. It sets each job's res or err; an error
 	// it returns fails the batch, which is then run again one by one.
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
-	wg  sync.WaitGroup
+	// prepare readies a job sent again (outside any transaction).
+	prepare func(ctx context.Context, j *job[Req, Res])
+	wg      sync.WaitGroup
 }
 
 func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
@@ -154,8 +159,24 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		live[0].err = err
 	}
 	b.s.metrics.batched(b.name, len(live))
+	var again []*job[Req, Res]
 	for _, j := range live {
+		if j.again && err == nil {
+			again = append(again, j)
+			continue
+		}
 		close(j.done)
+	}
+	if len(again) > 0 {
+		for _, j := range again {
+			j.again = false
+			j.state.Store(jobQueued)
+			j.queued = now
+			if b.prepare != nil {
+				b.prepare(j.ctx, j)
+			}
+		}
+		b.execute(again)
 	}
 }
 
@@ -184,7 +205,7 @@ func (b *batcher[Req, Res]) inTx(jobs []*job[Req, Res]) error {
 	return b.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		for _, j := range jobs {
 			var zero Res
-			j.res, j.err, j.after = zero, nil, nil
+			j.res, j.err, j.after, j.again = zero, nil, nil, false
 		}
 		return b.run(ctx, tx, jobs, b.s.now())
 	})

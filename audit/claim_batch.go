@@ -125,11 +125,19 @@ type batchEntry struct {
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
 	byKey := map[string][]*claimJob{}
 	var keys []string
-	alone := map[string]bool{}
+	alone, later := map[string]bool{}, map[string]bool{}
 	for _, j := range jobs {
 		k := claimKey(j.req.req)
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
+		}
+		// What n8n says of an execution's lineage was asked before the
+		// batch, of the holder then: a later claim of an event in the same
+		// batch may meet another holder, decided here. It goes again, with
+		// its lineage asked anew, once this batch has committed.
+		if later[k] || len(byKey[k]) > 0 && (s.lookup != nil || j.req.req.RetryOf != "") {
+			j.again, later[k] = true, true // and every claim of the event after it
+			continue
 		}
 		byKey[k] = append(byKey[k], j)
 		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 {
@@ -166,7 +174,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 	}
 	for _, j := range jobs { // what the rounds left, in the order it came
-		if undecided := j.err == nil && j.res.Decision == ""; undecided && alone[claimKey(j.req.req)] {
+		if undecided := j.err == nil && j.res.Decision == "" && !j.again; undecided && alone[claimKey(j.req.req)] {
 			if err := s.claimAlone(ctx, tx, j, now); err != nil {
 				return err
 			}

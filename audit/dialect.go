@@ -62,7 +62,7 @@ func (d dialect) t(t time.Time) any {
 
 // dataSource resolves a RETRYAUDIT_DATABASE_URL value into a dialect and a
 // driver data source name; an empty URL means the SQLite file in dataDir.
-func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
+func dataSource(rawURL, dataDir string, syncNormal bool) (dialect, string, string, error) {
 	switch {
 	case rawURL == "":
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
@@ -72,7 +72,7 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		if err := privateFile(path); err != nil {
 			return dialect{}, "", "", err
 		}
-		return sqliteDialect, sqliteDSN(path), path, nil
+		return sqliteDialect, sqliteDSN(path, syncNormal), path, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -84,7 +84,7 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		if err := privateFile(path); err != nil {
 			return dialect{}, "", "", err
 		}
-		return sqliteDialect, sqliteDSN(path), path, nil
+		return sqliteDialect, sqliteDSN(path, syncNormal), path, nil
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		u, err := url.Parse(rawURL)
 		if err != nil {
@@ -121,9 +121,16 @@ func privateFile(path string) error {
 // sqliteDSN opens the file in WAL mode with foreign keys on, waits up to five
 // seconds for a lock held by another process, and starts every transaction
 // as a writer so that two transactions never deadlock upgrading their locks.
-func sqliteDSN(path string) string {
+// synchronous=FULL makes every commit durable when it is answered (the
+// group commit makes that one fsync per batch); NORMAL, when asked for, may
+// lose the last commits on an OS crash or power loss.
+func sqliteDSN(path string, syncNormal bool) string {
+	sync := "FULL"
+	if syncNormal {
+		sync = "NORMAL"
+	}
 	return path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
-		"&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		"&_pragma=synchronous(" + sync + ")&_txlock=immediate"
 }
 
 // A row set is how a batch hands its rows to one statement: a fixed query

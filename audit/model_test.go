@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,11 @@ import (
 // anyway (a broken workflow), or fail; a client may send a retry_of n8n
 // never said; an execution id may come from another workflow; the stale
 // detector runs; a person resolves what the page shows them.
+//
+// Every step runs on two stores of the same database: one with group commit
+// (bursts of claims go through it as one batch) and one deciding each claim
+// in a transaction of its own. Their answers and stored entries must be the
+// same.
 //
 // The invariants, after every step:
 //
@@ -73,10 +79,12 @@ func TestModel(t *testing.T) {
 	}
 }
 
-// modelStore is one store shared by every schedule; each schedule has its
-// own source and execution ids.
+// modelStore is one store shared by every schedule, and beside it, on a
+// database of its own, the same store deciding one claim at a time; each
+// schedule has its own source and execution ids.
 type modelStore struct {
 	store *audit.Store
+	ref   *audit.Store
 	n8n   *modelN8N // nil without the API
 	clock *audittest.Clock
 	runs  atomic.Int64
@@ -90,6 +98,8 @@ func newModelStore(t *testing.T, dialect string, api bool) *modelStore {
 		opts.Lookup = m.n8n
 	}
 	m.store = audittest.Open(t, dialect, opts)
+	opts.Batching.Off = true
+	m.ref = audittest.Open(t, dialect, opts)
 	return m
 }
 
@@ -154,13 +164,15 @@ func (m *modelStore) run(t *rapid.T) {
 	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byID: map[string]*execution{}}
 	w.event = "e"
 	steps := rapid.IntRange(1, 24).Draw(t, "steps")
-	actions := []string{"deliver", "deliver", "resend claim", "report", "report", "resend report",
+	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "resend report",
 		"fail in n8n", "error", "retry claim", "retry act", "stray report", "claimed retry_of",
 		"other workflow", "stale", "resolve"}
 	for i := 0; i < steps; i++ {
 		switch a := rapid.SampledFrom(actions).Draw(t, "action"); a {
 		case "deliver":
 			w.claim(w.newExecution(""), "")
+		case "burst":
+			w.burst()
 		case "resend claim":
 			if x := w.pick("claimed", func(x *execution) bool { return x.granted || x.waited }); x != nil {
 				w.claim(x, "")
@@ -268,8 +280,16 @@ func (w *world) claim(x *execution, claimedRetryOf string) {
 	if d, ok := w.stored(); ok {
 		holder = d.HolderExecutionID
 	}
-	res, err := w.m.store.Claim(w.ctx, audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id,
-		WorkflowID: "wf", RetryOf: claimedRetryOf})
+	req := audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "wf",
+		RetryOf: claimedRetryOf}
+	res, err := w.m.store.Claim(w.ctx, req)
+	ref, rerr := w.m.ref.Claim(w.ctx, req)
+	w.same("claim by "+x.id, res, ref, err, rerr)
+	w.decided(x, before, holder, res, err)
+}
+
+// decided checks one claim's answer against the world and moves the world.
+func (w *world) decided(x *execution, before audit.Status, holder string, res audit.ClaimResult, err error) {
 	if err != nil {
 		w.t.Fatalf("claim by %s: %v", x.id, err)
 	}
@@ -300,6 +320,44 @@ func (w *world) claim(x *execution, claimedRetryOf string) {
 	w.status, w.holding, w.lastRoot = audit.StatusProcessing, x.root, x.root
 }
 
+// burst is several executions presenting the event at once, decided as one
+// batch by the group commit and one by one by the other store.
+func (w *world) burst() {
+	n := rapid.IntRange(2, 5).Draw(w.t, "burst")
+	var xs []*execution
+	var reqs []audit.ClaimRequest
+	for i := 0; i < n; i++ {
+		x := w.pick("resender", func(x *execution) bool { return x.granted || x.waited })
+		if x == nil || rapid.Bool().Draw(w.t, "new delivery") {
+			x = w.newExecution("")
+		}
+		xs = append(xs, x)
+		reqs = append(reqs, audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "wf",
+			DeliveryID: rapid.SampledFrom([]string{"", "d1", "d2"}).Draw(w.t, "delivery id")})
+	}
+	holder := ""
+	if d, ok := w.stored(); ok {
+		holder = d.HolderExecutionID
+	}
+	got, errs := w.m.store.ClaimTogether(w.ctx, reqs)
+	for i, req := range reqs {
+		ref, rerr := w.m.ref.Claim(w.ctx, req)
+		w.same("burst claim by "+req.ExecutionID, got[i], ref, errs[i], rerr)
+		before := w.status
+		w.decided(xs[i], before, holder, got[i], errs[i])
+		if d, ok := w.stored(); ok {
+			holder = d.HolderExecutionID
+		}
+	}
+}
+
+// same fails the schedule when the two stores answered differently.
+func (w *world) same(what string, a, b any, errA, errB error) {
+	if fmt.Sprint(a) != fmt.Sprint(b) || fmt.Sprint(errA) != fmt.Sprint(errB) {
+		w.t.Fatalf("%s: group commit answered %+v (%v), one by one %+v (%v)", what, a, errA, b, errB)
+	}
+}
+
 func (w *world) report(x *execution, o audit.Outcome) {
 	req := audit.OutcomeRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "wf",
 		Outcome: o, CRMRef: "crm-" + x.id}
@@ -310,6 +368,8 @@ func (w *world) report(x *execution, o audit.Outcome) {
 func (w *world) send(x *execution, req audit.OutcomeRequest) {
 	before, _ := w.stored()
 	res, err := w.m.store.ReportOutcome(w.ctx, req)
+	ref, rerr := w.m.ref.ReportOutcome(w.ctx, req)
+	w.same("report by "+x.id, res, ref, err, rerr)
 	switch audit.ErrorCode(err) {
 	case audit.CodeNotFound:
 		if w.status != "" {
@@ -357,9 +417,12 @@ func (w *world) intake(x *execution) {
 	if x.retryOf != "" {
 		mode = "retry"
 	}
-	if _, err := w.m.store.RecordError(w.ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + x.id,
-		ExecutionID: x.id, RetryOf: x.retryOf, WorkflowID: "wf", Mode: mode, Message: "failed"}); err != nil {
-		w.t.Fatalf("error of %s: %v", x.id, err)
+	report := audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + x.id,
+		ExecutionID: x.id, RetryOf: x.retryOf, WorkflowID: "wf", Mode: mode, Message: "failed"}
+	for _, s := range []*audit.Store{w.m.store, w.m.ref} {
+		if _, err := s.RecordError(w.ctx, report); err != nil {
+			w.t.Fatalf("error of %s: %v", x.id, err)
+		}
 	}
 	if !exists {
 		return
@@ -377,8 +440,10 @@ func (w *world) intake(x *execution) {
 
 // impostor claims with a known execution id from another workflow.
 func (w *world) impostor(x *execution) {
-	_, err := w.m.store.Claim(w.ctx, audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id,
-		WorkflowID: "other-n8n"})
+	req := audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "other-n8n"}
+	res, err := w.m.store.Claim(w.ctx, req)
+	ref, rerr := w.m.ref.Claim(w.ctx, req)
+	w.same("impostor "+x.id, res, ref, err, rerr)
 	if audit.ErrorCode(err) != audit.CodeConflict {
 		w.t.Fatalf("a claim of execution %s from another workflow: %v, want a conflict", x.id, err)
 	}
@@ -387,8 +452,10 @@ func (w *world) impostor(x *execution) {
 func (w *world) stale() {
 	before, exists := w.stored()
 	w.m.clock.Advance(16 * time.Minute)
-	if _, err := w.m.store.DetectStale(w.ctx); err != nil {
-		w.t.Fatalf("stale detector: %v", err)
+	for _, s := range []*audit.Store{w.m.store, w.m.ref} {
+		if _, err := s.DetectStale(w.ctx); err != nil {
+			w.t.Fatalf("stale detector: %v", err)
+		}
 	}
 	if !exists || before.ReviewReason == "" {
 		return
@@ -397,6 +464,19 @@ func (w *world) stale() {
 	if staleLines(after) != staleLines(before) {
 		w.t.Fatalf("the stale detector alerted about an entry already in review (%s)", before.ReviewReason)
 	}
+}
+
+// sameEntry compares what two stores keep of an entry, times apart.
+func sameEntry(a, b audit.EventDetail) bool { return entryLine(a) == entryLine(b) }
+
+func entryLine(d audit.EventDetail) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s holder %s review %q deliveries %d crm %q |", d.Status, d.HolderExecutionID, d.ReviewReason,
+		d.Deliveries, d.CRMRef)
+	for _, l := range d.History {
+		fmt.Fprintf(&b, " %s:%s:%s:%s:%s:%s", l.Kind, l.ExecutionID, l.Decision, l.Delivery, l.Class, l.Message)
+	}
+	return b.String()
 }
 
 func staleLines(d audit.EventDetail) int {
@@ -417,8 +497,11 @@ func (w *world) resolve() {
 	}
 	to := rapid.SampledFrom([]audit.Status{audit.StatusDone, audit.StatusFailed}).Draw(w.t, "resolve to")
 	confirmed := rapid.Bool().Draw(w.t, "confirmed")
-	_, err := w.m.store.Resolve(w.ctx, audit.ResolveRequest{Source: w.source(), EventID: w.event, To: to,
-		Actor: "alice", Note: "checked the CRM", Holder: d.HolderExecutionID, Confirmed: confirmed})
+	req := audit.ResolveRequest{Source: w.source(), EventID: w.event, To: to,
+		Actor: "alice", Note: "checked the CRM", Holder: d.HolderExecutionID, Confirmed: confirmed}
+	st, err := w.m.store.Resolve(w.ctx, req)
+	rst, rerr := w.m.ref.Resolve(w.ctx, req)
+	w.same("resolution", st, rst, err, rerr)
 	switch {
 	case err == nil:
 		if !confirmed && !d.NeedsReview {
@@ -432,9 +515,14 @@ func (w *world) resolve() {
 	}
 }
 
-// check compares the stored entry and its history with the world (5).
+// check compares the stored entry and its history with the world (5), and
+// with what the one-by-one store has.
 func (w *world) check() {
 	d, exists := w.stored()
+	r, rexists := w.m.ref.Event(w.ctx, w.source(), w.event)
+	if exists != (rexists == nil) || exists && !sameEntry(d, r) {
+		w.t.Fatalf("the stores differ:\ngroup commit %s\none by one   %s", entryLine(d), entryLine(r))
+	}
 	if !exists {
 		if w.status != "" {
 			w.t.Fatalf("the entry is gone; the world has it %s", w.status)

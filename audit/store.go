@@ -53,8 +53,12 @@ type Options struct {
 	// Batching sets up group commit; its zero value batches with the
 	// defaults.
 	Batching Batching
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// SQLiteSyncNormal opens SQLite with synchronous=NORMAL instead of
+	// FULL: faster, but a commit already answered may be lost on an OS
+	// crash or power loss.
+	SQLiteSyncNormal bool
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 // Store is the ledger and everything kept beside it. It is safe for
@@ -91,7 +95,7 @@ type Store struct {
 // Open connects to the database that opts names. It does not migrate: call
 // Migrate, or check SchemaCurrent, before serving.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	d, dsn, where, err := dataSource(opts.URL, opts.DataDir)
+	d, dsn, where, err := dataSource(opts.URL, opts.DataDir, opts.SQLiteSyncNormal)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +168,11 @@ func (s *Store) startBatching(b Batching) {
 	}
 	s.batchQ = newClaimBatchQueries(s.d)
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
+	s.claims.prepare = func(ctx context.Context, j *claimJob) {
+		r := j.req.req
+		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
+			ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
+	}
 }
 
 // Close closes the database and releases the SQLite lock.

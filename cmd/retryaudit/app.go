@@ -32,8 +32,11 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
-		AlertRepeat: cfg.AlertRepeat, Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns,
-		LockTimeout: cfg.DBLockTimeout, GaugeInterval: cfg.MetricsInterval,
+		Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
+		Batching:         audit.Batching{Queue: cfg.QueueSize, Wait: cfg.QueueWait, MaxBatch: cfg.MaxBatch},
+		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
+		GaugeInterval:    cfg.MetricsInterval,
+		AlertRepeat:      cfg.AlertRepeat,
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)

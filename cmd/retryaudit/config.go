@@ -48,11 +48,15 @@ type config struct {
 	UITrustHeader    string
 	UITrustedProxies []netip.Prefix
 
-	MaxErrorBody    int64
-	BodyBudget      int64
-	DBMaxConns      int
-	DBLockTimeout   time.Duration
-	MetricsInterval time.Duration
+	MaxErrorBody     int64
+	BodyBudget       int64
+	DBMaxConns       int
+	DBLockTimeout    time.Duration
+	QueueSize        int           // claims that may wait for a batch
+	QueueWait        time.Duration // the longest a claim waits to start
+	MaxBatch         int
+	SQLiteSyncNormal bool
+	MetricsInterval  time.Duration
 }
 
 // minRetention is the shortest RETRYAUDIT_RETENTION allowed: senders
@@ -175,6 +179,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
 	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", 2*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
+	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
+	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", 500*time.Millisecond)
+	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
+	switch v := strings.ToLower(e.str("RETRYAUDIT_SQLITE_SYNC", "full")); v {
+	case "full":
+	case "normal":
+		c.SQLiteSyncNormal = true
+	default:
+		e.fail("RETRYAUDIT_SQLITE_SYNC", "must be full or normal, not %q", v)
+	}
 	if v := e.str("RETRYAUDIT_UI_TRUSTED_PROXIES", ""); v != "" {
 		proxies, err := handlers.ParseProxies(v)
 		if err != nil {

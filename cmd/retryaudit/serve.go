@@ -88,6 +88,10 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	}
 	fmt.Fprintf(out, "retryaudit %s serving on %s (%s: %s)\n", version, cfg.BaseURL, app.store.Dialect(), app.store.Where())
 	log.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", app.store.Dialect())
+	if cfg.SQLiteSyncNormal && app.store.Dialect() == "sqlite" {
+		log.Warn("RETRYAUDIT_SQLITE_SYNC=normal: a claim already answered may be lost on an OS crash or power loss, " +
+			"and its redelivery claimed again")
+	}
 
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,36 @@
+package audit
+
+import (
+	"context"
+	"time"
+)
+
+// ClaimTogether runs claims as one batch, in the order given, as the group
+// commit would had they arrived together: the model-based test compares it
+// with the one-by-one path.
+func (s *Store) ClaimTogether(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error) {
+	res, errs := make([]ClaimResult, len(reqs)), make([]error, len(reqs))
+	var jobs []*claimJob
+	var at []int
+	for i, req := range reqs {
+		if errs[i] = req.Validate(); errs[i] != nil {
+			continue
+		}
+		req.Items = uniqueSorted(req.Items)
+		lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
+			ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
+		j := &claimJob{ctx: ctx, req: claimInput{req: req, lin: lin}, queued: time.Now(), done: make(chan struct{})}
+		jobs, at = append(jobs, j), append(at, i)
+	}
+	if len(jobs) > 0 {
+		s.claims.execute(jobs)
+	}
+	for n, j := range jobs {
+		<-j.done
+		res[at[n]], errs[at[n]] = j.res, j.err
+		if j.err == nil && j.after != nil {
+			j.after()
+		}
+	}
+	return res, errs
+}
