@@ -91,6 +91,8 @@ func dbError(op string, err error) error {
 func unavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		// database/sql rolled the transaction back when its context ended.
+		errors.Is(err, sql.ErrTxDone) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}

@@ -136,6 +136,9 @@ func (s *Store) ReportOutcome(ctx context.Context, req OutcomeRequest) (OutcomeR
 	}
 	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: items,
 		ExecutionID: req.ExecutionID, Failed: true})
+	if s.outcomes != nil {
+		return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin})
+	}
 	var res OutcomeResult
 	var refused error
 	var alerted bool
@@ -147,15 +150,8 @@ func (s *Store) ReportOutcome(ctx context.Context, req OutcomeRequest) (OutcomeR
 	if err != nil {
 		return OutcomeResult{}, err
 	}
-	if alerted {
-		s.nudge()
-	}
-	if refused != nil {
-		s.metrics.reported(req.Outcome, false)
-		return res, refused // committed: the evidence stays
-	}
-	s.metrics.reported(req.Outcome, res.Changed)
-	return res, nil
+	s.afterOutcome(req, res, refused, alerted)()
+	return res, refused // a refusal is committed: the evidence stays
 }
 
 // reportOutcome runs one report in tx. A refusal is returned apart from err,

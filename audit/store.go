@@ -87,9 +87,10 @@ type Store struct {
 	// waiting in SQLite's busy handler sleeps.
 	writer chan struct{}
 	// claims commits concurrent claims together; nil when batching is off.
-	claims *batcher[claimInput, ClaimResult]
-	batchQ claimBatchQueries
-	gauges *storeCollector // nil without metrics
+	claims   *batcher[claimInput, ClaimResult]
+	outcomes *batcher[outcomeInput, OutcomeResult]
+	batchQ   claimBatchQueries
+	gauges   *storeCollector // nil without metrics
 }
 
 // Open connects to the database that opts names. It does not migrate: call
@@ -152,7 +153,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// startBatching starts the group commit of claims, unless it is off.
+// startBatching starts the group commit of claims and outcomes, unless it
+// is off.
 func (s *Store) startBatching(b Batching) {
 	if b.Off {
 		return
@@ -168,6 +170,16 @@ func (s *Store) startBatching(b Batching) {
 	}
 	s.batchQ = newClaimBatchQueries(s.d)
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
+	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
+	s.outcomes.prepare = func(ctx context.Context, j *outcomeJob) {
+		r := j.req.req
+		var items []string
+		if r.Item != "" {
+			items = []string{r.Item}
+		}
+		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: items,
+			ExecutionID: r.ExecutionID, Failed: true})
+	}
 	s.claims.prepare = func(ctx context.Context, j *claimJob) {
 		r := j.req.req
 		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
@@ -180,6 +192,7 @@ func (s *Store) Close() error {
 	s.close()
 	if s.claims != nil {
 		s.claims.stop()
+		s.outcomes.stop()
 	}
 	s.bg.Wait()
 	s.stmts.Range(func(_, v any) bool {
