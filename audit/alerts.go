@@ -183,6 +183,11 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 	if scratch(a.Source) {
 		state, why = OutboxSkipped, "a drill of retryaudit check: not sent"
 	}
+	if kind == RowAlert {
+		if err := s.count(ctx, tx, now, a.Source, a.WorkflowID, MetricAlert+a.Kind); err != nil {
+			return err
+		}
+	}
 	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
 		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
 		"event_id": a.EventID, "error_id": errorID, "payload": string(payload), "state": state, "last_error": why,

@@ -188,20 +188,15 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]EventKey
 // attached the error.
 func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev EventKey, primary bool, now time.Time) (bool, error) {
 	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
-		"execution_id": e.ExecutionID, "now": s.d.t(now), "thread": ErrorThread(e.ID),
-		"why": "linked to " + ev.Source + "/" + ev.EventID + " before it was sent"}
+		"execution_id": e.ExecutionID, "now": s.d.t(now)}
 	if primary {
 		n, err := s.namedExec(ctx, tx, "link error", `UPDATE n8n_errors SET source = :source, event_id = :event_id
 			WHERE id = :id AND source IS NULL`, arg)
 		if err != nil || n == 0 {
 			return false, err
 		}
-		// The alert that said "linked to nothing" is now wrong; if it has
-		// not gone out, it never will.
-		if _, err := s.namedExec(ctx, tx, "cancel alert", `UPDATE outbox SET state = 'skipped', last_error = :why
-			WHERE thread_key = :thread AND state = 'pending'`, arg); err != nil {
-			return false, err
-		}
+		// The group alert about errors linked to nothing counts them when it
+		// is sent: this one no longer counts.
 	}
 	if _, err := s.namedExec(ctx, tx, "record execution", `INSERT INTO event_executions (source, event_id,
 		execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)

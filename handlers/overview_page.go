@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -12,9 +14,9 @@ import (
 
 type overviewData struct {
 	stats
-	Daily, Hourly, Groups, Ages, Resolution, Alerts chart
-	StoppedTotal                                    int64
-	WorkflowGroups                                  []groupCounts
+	Daily, Hourly, Groups, Ages, Resolution, Alerts, AlertKinds chart
+	StoppedTotal                                                int64
+	WorkflowGroups                                              []groupCounts
 }
 
 // overviewPage shows in pictures what the ledger stopped and what waits for
@@ -41,6 +43,7 @@ func (h *Handler) overviewPage(c *gin.Context) {
 	d.Ages = agesChart(st.Ages)
 	d.Resolution = resolutionChart(st.Resolutions)
 	d.Alerts = alertsChart(st)
+	d.AlertKinds = alertKindsChart(st)
 	h.render(c, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
 }
 
@@ -116,4 +119,19 @@ func alertsChart(st stats) chart {
 		s.Values = append(s.Values, float64(st.Alerts[state]))
 	}
 	return stackedBars("alerts", "Alerts opened in the last 14 days, by state", "state", "alerts", labels, []series{s})
+}
+
+func alertKindsChart(st stats) chart {
+	kinds := make([]string, 0, len(st.AlertKinds))
+	for k := range st.AlertKinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	s := series{Name: "alerts", Class: "s6"}
+	labels := make([]string, len(kinds))
+	for i, k := range kinds {
+		labels[i] = strings.ReplaceAll(k, "_", " ")
+		s.Values = append(s.Values, float64(st.AlertKinds[k]))
+	}
+	return stackedBars("alert-kinds", "Alerts opened in the last 14 days, by kind", "kind", "alerts", labels, []series{s})
 }

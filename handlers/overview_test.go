@@ -128,6 +128,9 @@ func TestOverview(t *testing.T) {
 		if n := st["alerts_by_state"].(map[string]any)["pending"]; n == nil || n.(float64) < 1 {
 			t.Errorf("alerts by state = %v", st["alerts_by_state"])
 		}
+		if n := st["alerts_by_kind"].(map[string]any)["unknown_outcome"]; n != 2.0 {
+			t.Errorf("alerts by kind = %v, want 2 unknown_outcome (e3, e5)", st["alerts_by_kind"])
+		}
 
 		t.Run("folding hours into days changes no number", func(t *testing.T) {
 			for i := 0; i < 2; i++ {
@@ -173,7 +176,7 @@ func TestOverview(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET /overview: %d\n%s", resp.StatusCode, page)
 			}
-			for _, id := range []string{"daily", "hourly", "workflows", "ages", "resolution", "alerts"} {
+			for _, id := range []string{"daily", "hourly", "workflows", "ages", "resolution", "alerts", "alert-kinds"} {
 				fig := regexp.MustCompile(`(?s)<figure class="chart" id="` + id + `">.*?</figure>`).FindString(page)
 				if fig == "" {
 					t.Errorf("no chart %s", id)

@@ -193,7 +193,7 @@ func TestBrowserResolve(t *testing.T) {
 		}
 		// The seeded events: two first deliveries, an unknown outcome
 		// waiting for a person, and its alert.
-		for _, id := range []string{"daily", "hourly", "workflows", "ages", "alerts"} {
+		for _, id := range []string{"daily", "hourly", "workflows", "ages", "alerts", "alert-kinds"} {
 			if !drawn[id] {
 				t.Errorf("%s: chart %s drew no bars (%v)", size.name, id, charts)
 			}
