@@ -84,10 +84,8 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 		return ClaimResult{}, err
 	}
 	req.Items = uniqueSorted(req.Items)
-	lin := s.learnLineage(ctx, req)
-	if lin.retryOf != "" {
-		req.RetryOf = lin.retryOf
-	}
+	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
+		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
 	var res ClaimResult
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -117,6 +115,7 @@ type claimer struct {
 	chain   []string // the execution, then the executions it retries, nearest first
 	created bool     // the event's row was inserted by this claim
 	alerted bool
+	note    string // what the history should say about the execution's identity
 }
 
 func (c *claimer) run(ctx context.Context) (ClaimResult, error) {
@@ -132,14 +131,20 @@ func (c *claimer) run(ctx context.Context) (ClaimResult, error) {
 	var err error
 	c.chain, err = c.s.recordExecution(ctx, c.tx, executionRecord{
 		ID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
-		RetryOf: c.req.RetryOf, Mode: c.lin.mode, Note: c.lin.note,
+		RetryOf: c.lin.retryOf, ClaimedRetryOf: c.req.RetryOf, Mode: c.lin.mode, Note: c.lin.note,
 	}, c.now)
 	if err != nil {
 		return ClaimResult{}, err
 	}
+	c.note = c.lin.note
+	if len(c.chain) == 0 {
+		// Taking it for the known one would hand it that one's claim;
+		// taking it for another would give one id two holders.
+		return ClaimResult{}, &Error{Code: CodeConflict, Message: conflictNote(c.req.ExecutionID, c.req.WorkflowID)}
+	}
 	res := ClaimResult{
 		IdempotencyKey: IdempotencyKey(c.req.Source, c.req.EventID, ""),
-		LineageNote:    c.lin.note,
+		LineageNote:    c.note,
 	}
 	if len(c.req.Items) == 0 {
 		err = c.claimEvent(ctx, &res)
@@ -232,16 +237,22 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 		res.Delivery = DeliveryManualRetry
 	}
 	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
-		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint}
+		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
+		Acted: res.Process}
 	var id string
 	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", presentExecution, a)
 	if err != nil {
 		return err
 	}
-	if !isNew {
-		res.Delivery = DeliverySameExecution
-	} else {
+	if isNew {
 		a.New = 1
+	} else {
+		res.Delivery = DeliverySameExecution
+	}
+	if !isNew && res.Process {
+		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", markActed, a); err != nil {
+			return err
+		}
 	}
 	var counted struct {
 		Deliveries  int    `db:"deliveries"`
@@ -262,7 +273,7 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 		ExecutionID: c.req.ExecutionID, RetryOf: c.req.RetryOf, WorkflowID: c.req.WorkflowID,
 		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
 		Decision: string(res.Decision), Delivery: string(res.Delivery), Status: string(res.Status),
-		Message: claimMessage(res, c.chain),
+		Message: claimMessage(res, c.chain, c.note),
 	}
 	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
 		return err
@@ -305,7 +316,7 @@ func (c *claimer) fingerprintMismatch(ctx context.Context, res ClaimResult) erro
 	return c.s.alertEvent(ctx, c.tx, AlertFingerprint, h, c.now)
 }
 
-func claimMessage(res ClaimResult, chain []string) string {
+func claimMessage(res ClaimResult, chain []string, note string) string {
 	var b strings.Builder
 	switch {
 	case res.Delivery == DeliveryManualRetry && res.Decision == DecisionHeld:
@@ -319,11 +330,11 @@ func claimMessage(res ClaimResult, chain []string) string {
 		}
 		fmt.Fprintf(&b, "%s: %s", it.Item, it.Decision)
 	}
-	if res.LineageNote != "" {
+	if note != "" {
 		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(res.LineageNote)
+		b.WriteString(note)
 	}
 	return b.String()
 }
@@ -337,17 +348,23 @@ type presentArgs struct {
 	Now         any    `db:"now"`
 	Fingerprint string `db:"fingerprint"`
 	New         int    `db:"new"`
+	Acted       bool   `db:"acted"`
 }
 
 const (
 	// presentExecution returns a row when the execution presents the key
 	// for the first time (an execution known only from an error or an
 	// outcome report presents it now).
-	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, first_seen_at)
-		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :now)
-		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery
+	// It also remembers whether the execution was told to act; markActed
+	// does when it was not new.
+	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, first_seen_at)
+		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :now)
+		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+		acted = event_executions.acted OR excluded.acted
 		WHERE event_executions.role <> 'claim'
 		RETURNING execution_id`
+	markActed = `UPDATE event_executions SET acted = true
+		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
 	// countDelivery counts a new presenter and keeps the first fingerprint.
 	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
 		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END

@@ -3,6 +3,9 @@ package audit
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -206,35 +209,116 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev 
 			return false, err
 		}
 	}
-	steps := []struct{ op, query string }{
-		{"record execution", `INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
-			VALUES (:source, :event_id, :execution_id, 'error', :now)
-			ON CONFLICT (source, event_id, execution_id) DO NOTHING`},
-		{"mark for review", `UPDATE webhook_events SET review_reason = 'error', last_seen_at = :now
-			WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`},
+	if _, err := s.namedExec(ctx, tx, "record execution", `INSERT INTO event_executions (source, event_id,
+		execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)
+		ON CONFLICT (source, event_id, execution_id) DO NOTHING`, arg); err != nil {
+		return false, err
 	}
-	for _, st := range steps {
-		if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
-			return false, err
-		}
+	var ent struct {
+		Status    Status `db:"status"`
+		Holder    string `db:"holder_execution_id"`
+		ItemCount int    `db:"item_count"`
+	}
+	if err := s.get(ctx, tx, &ent, "read event", `SELECT status, holder_execution_id, item_count FROM webhook_events
+		WHERE source = ? AND event_id = ?`, ev.Source, ev.EventID); err != nil {
+		return false, err
 	}
 	id := e.ID
 	h := HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: KindError, ExecutionID: e.ExecutionID,
 		RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName, Node: e.Node,
 		Decision: e.Kind, Message: Truncate(e.Message, 500), ErrorID: &id}
+	if ent.Status != StatusProcessing {
+		if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+			return false, err
+		}
+		_, err := s.followUp(ctx, tx, h, now)
+		return true, err
+	}
+	chain, err := s.chainOf(ctx, tx, e.ExecutionID)
+	if err != nil {
+		return false, err
+	}
+	acting, err := s.holdsAny(ctx, tx, ev, ent.Holder, ent.ItemCount > 0, chain)
+	if err != nil {
+		return false, err
+	}
+	if !acting {
+		// The error is of an execution that does not hold the entry: it
+		// says nothing about the holder's outcome.
+		why, err := s.whyNotActing(ctx, tx, ev, chain)
+		if err != nil {
+			return false, err
+		}
+		h.Message = Truncate(fmt.Sprintf("%s; the entry is not affected (holder %s): %s", why, ent.Holder, e.Message), 500)
+		_, err = s.addHistory(ctx, tx, h, now)
+		return true, err
+	}
+	if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'error',
+		last_seen_at = :now WHERE source = :source AND event_id = :event_id AND status = 'processing'
+		AND review_reason = ''`, arg); err != nil {
+		return false, err
+	}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
 		return false, err
 	}
-	var status Status
-	if err := s.get(ctx, tx, &status, "read event",
-		`SELECT status FROM webhook_events WHERE source = ? AND event_id = ?`, ev.Source, ev.EventID); err != nil {
-		return false, err
+	return true, s.alertEvent(ctx, tx, AlertExecutionError, h, now)
+}
+
+// holdsAny reports whether an execution of chain holds the event, or one of
+// its processing items; an entry nobody holds (written by SQL) counts as
+// held by anyone.
+func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev EventKey, holder string, items bool, chain []string) (bool, error) {
+	if holder == "" || slices.Contains(chain, holder) {
+		return true, nil
 	}
-	if status == StatusProcessing {
-		return true, s.alertEvent(ctx, tx, AlertExecutionError, h, now)
+	if !items {
+		return false, nil
 	}
-	_, err := s.followUp(ctx, tx, h, now)
-	return true, err
+	var held bool
+	_, err := s.namedGet(ctx, tx, &held, "read items", `SELECT EXISTS (SELECT 1 FROM event_items
+		WHERE source = :source AND event_id = :event_id AND status = 'processing' AND holder_execution_id IN (:chain))`,
+		map[string]any{"source": ev.Source, "event_id": ev.EventID, "chain": chain})
+	return held, err
+}
+
+// chainOf returns an execution and what it retries, by the lineage n8n
+// confirmed.
+func (s *Store) chainOf(ctx context.Context, q any, id string) ([]string, error) {
+	var parent string
+	if err := s.get(ctx, q, &parent, "read lineage", `SELECT retry_of FROM executions WHERE execution_id = ?`,
+		id); err != nil && !isNoRows(err) {
+		return nil, err
+	}
+	return s.chainFrom(ctx, q, id, parent)
+}
+
+// whyNotActing says what the execution of an error (or the one it retries)
+// was told about the event.
+func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev EventKey, chain []string) (string, error) {
+	for _, id := range chain {
+		var x struct {
+			Acted    bool   `db:"acted"`
+			Role     string `db:"role"`
+			Decision string `db:"decision"`
+		}
+		err := s.get(ctx, tx, &x, "read execution", `SELECT ee.acted, ee.role, COALESCE((SELECT h.decision
+			FROM event_history h WHERE h.source = ee.source AND h.event_id = ee.event_id AND h.kind = 'claim'
+			AND h.execution_id = ee.execution_id ORDER BY h.id DESC LIMIT 1), '') AS decision
+			FROM event_executions ee WHERE ee.source = ? AND ee.event_id = ? AND ee.execution_id = ?`,
+			ev.Source, ev.EventID, id)
+		switch {
+		case isNoRows(err) || (err == nil && x.Role == "error"):
+			continue
+		case err != nil:
+			return "", err
+		case x.Acted:
+			return fmt.Sprintf("error of execution %s, which acted before but no longer holds the entry", id), nil
+		case x.Decision != "":
+			return fmt.Sprintf("error of execution %s, which was told %s and did nothing",
+				id, strings.ReplaceAll(x.Decision, "_", " ")), nil
+		}
+	}
+	return fmt.Sprintf("error of execution %s, which does not hold the entry", chain[0]), nil
 }
 
 // alertUnlinked alerts about an error that belongs to no event (yet).

@@ -20,20 +20,25 @@ type Code string
 
 // The codes an audit error can carry.
 const (
-	CodeInvalid     Code = "invalid"
-	CodeNotFound    Code = "not_found"
-	CodeConflict    Code = "conflict"
+	CodeInvalid  Code = "invalid"
+	CodeNotFound Code = "not_found"
+	CodeConflict Code = "conflict"
+	// CodeNotHolder refuses a transition reported by an execution that does
+	// not hold the entry; Holder names the one that does.
+	CodeNotHolder   Code = "not_holder"
 	CodeUnavailable Code = "unavailable"
 	CodeInternal    Code = "internal"
 )
 
 // Error is a domain error. Fields names each invalid input field with what is
-// wrong with it; Status carries the entry's current status for conflicts.
+// wrong with it; Status carries the entry's current status for conflicts, and
+// Holder the execution that holds it.
 type Error struct {
 	Code    Code
 	Message string
 	Fields  map[string]string
 	Status  Status
+	Holder  string
 	Err     error
 }
 

@@ -15,6 +15,9 @@ const (
 	KindResolution  = "resolution"
 	KindFingerprint = "fingerprint_mismatch"
 	KindStale       = "stale"
+	// KindNotHolder is evidence: an execution that does not hold the entry
+	// reported an outcome, which moved nothing.
+	KindNotHolder = "not_holder"
 )
 
 // HistoryLine is one thing that happened to an event.
@@ -35,13 +38,14 @@ type HistoryLine struct {
 	Status       string    `db:"status" json:"status,omitempty"`
 	Actor        string    `db:"actor" json:"actor,omitempty"`
 	Message      string    `db:"message" json:"message,omitempty"`
+	CRMRef       string    `db:"crm_ref" json:"crm_ref,omitempty"`
 	ErrorID      *int64    `db:"error_id" json:"error_id,omitempty"`
 }
 
 const insertHistory = `INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of,
-	workflow_id, workflow_name, node, decision, delivery, status, actor, message, error_id)
+	workflow_id, workflow_name, node, decision, delivery, status, actor, message, crm_ref, error_id)
 	VALUES (:source, :event_id, :item, :at, :kind, :execution_id, :retry_of,
-	:workflow_id, :workflow_name, :node, :decision, :delivery, :status, :actor, :message, :error_id)
+	:workflow_id, :workflow_name, :node, :decision, :delivery, :status, :actor, :message, :crm_ref, :error_id)
 	RETURNING id`
 
 // addHistory writes one history line and returns its id.
@@ -50,7 +54,7 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now 
 		"source": h.Source, "event_id": h.EventID, "item": h.Item, "at": s.d.t(now), "kind": h.Kind,
 		"execution_id": h.ExecutionID, "retry_of": h.RetryOf, "workflow_id": h.WorkflowID,
 		"workflow_name": h.WorkflowName, "node": h.Node, "decision": h.Decision, "delivery": h.Delivery,
-		"status": h.Status, "actor": h.Actor, "message": h.Message, "error_id": h.ErrorID,
+		"status": h.Status, "actor": h.Actor, "message": h.Message, "crm_ref": h.CRMRef, "error_id": h.ErrorID,
 	}
 	var id int64
 	_, err := s.namedGet(ctx, tx, &id, "write history", insertHistory, arg)
@@ -62,7 +66,7 @@ func (s *Store) history(ctx context.Context, q any, source, eventID string) ([]H
 	var lines []HistoryLine
 	err := s.selectAll(ctx, q, &lines, "read history",
 		`SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-		node, decision, delivery, status, actor, message, error_id
+		node, decision, delivery, status, actor, message, crm_ref, error_id
 		FROM event_history WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID)
 	return lines, err
 }

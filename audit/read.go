@@ -45,6 +45,7 @@ type EventExecution struct {
 	Execution
 	Role      string    `db:"role"`
 	Delivery  string    `db:"delivery"`
+	Acted     bool      `db:"acted"` // it was told to process the event at least once
 	TouchedAt time.Time `db:"touched_at"`
 }
 
@@ -97,8 +98,8 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail,
 		return d, err
 	}
 	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", `SELECT x.execution_id, x.workflow_id,
-		x.workflow_name, x.mode, x.retry_of, x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at,
-		x.last_seen_at, ee.role, ee.delivery, ee.first_seen_at AS touched_at
+		x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note,
+		x.first_seen_at, x.last_seen_at, ee.role, ee.delivery, ee.acted, ee.first_seen_at AS touched_at
 		FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
 		WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id`,
 		source, eventID); err != nil {
@@ -193,7 +194,7 @@ func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]Event, error) {
 		w.created_at, w.updated_at, w.last_seen_at, w.holder_execution_id, w.deliveries, w.item_count, w.fingerprint,
 		w.crm_ref, w.review_reason, w.stale_alerted_at, 1 AS needs_review,
 		COALESCE((SELECT h.message FROM event_history h WHERE h.source = w.source AND h.event_id = w.event_id
-			AND h.kind IN ('error', 'outcome', 'stale') ORDER BY h.id DESC LIMIT 1), '') AS last_news
+			AND h.kind IN ('error', 'outcome', 'stale', 'not_holder') ORDER BY h.id DESC LIMIT 1), '') AS last_news
 		FROM webhook_events w
 		WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < ?)
 		ORDER BY w.updated_at, w.source, w.event_id LIMIT ?`, cutoff, limit)

@@ -20,8 +20,9 @@ func TestRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		report := func(event string, o audit.Outcome) {
-			if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, Outcome: o}); err != nil {
+		report := func(event, exec string, o audit.Outcome) {
+			if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, Outcome: o,
+				ExecutionID: exec}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -33,20 +34,20 @@ func TestRetention(t *testing.T) {
 		}
 		claim("done-old", "1")
 		record("1", "")
-		report("done-old", audit.OutcomeUnknown)
-		report("done-old", audit.OutcomeDone)
+		report("done-old", "1", audit.OutcomeUnknown)
+		report("done-old", "1", audit.OutcomeDone)
 		claim("processing-old", "2")
 		record("2", "")
 		claim("failed-old", "3")
-		report("failed-old", audit.OutcomeFailed)
+		report("failed-old", "3", audit.OutcomeFailed)
 		record("90", "") // links to nothing
 		claim("done-old-redelivered", "6")
-		report("done-old-redelivered", audit.OutcomeDone)
+		report("done-old-redelivered", "6", audit.OutcomeDone)
 		clock.Advance(20 * 24 * time.Hour)
 		claim("done-old-redelivered", "7") // the sender still redelivers: the key stays
 		clock.Advance(9 * 24 * time.Hour)
 		claim("done-recent", "5")
-		report("done-recent", audit.OutcomeDone)
+		report("done-recent", "5", audit.OutcomeDone)
 		clock.Advance(2 * 24 * time.Hour)
 
 		now := clock.Now()

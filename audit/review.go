@@ -17,6 +17,13 @@ type ResolveRequest struct {
 	To      Status // done (the order exists) or failed (it does not: a retry is safe)
 	Actor   string
 	Note    string
+	CRMRef  string // the CRM's order, when the person found it
+	// Holder is the holder the person saw: a resolution is fenced by it,
+	// so that an entry taken over since the page was loaded is not moved.
+	Holder string
+	// Confirmed says that no execution is still running the action; it is
+	// required for an entry that does not wait for review (a running claim).
+	Confirmed bool
 }
 
 // Validate checks every field and names each bad one.
@@ -30,12 +37,37 @@ func (r ResolveRequest) Validate() error {
 	}
 	f.text("actor", r.Actor, true, MaxNameLen)
 	f.note("note", r.Note, true, MaxTextLen)
+	f.text("crm_ref", r.CRMRef, false, MaxNameLen)
+	f.text("holder", r.Holder, false, MaxIDLen)
 	return f.Err()
 }
 
-// Resolve moves a processing entry to done or failed for a person, with the
-// same conditional update as an outcome report: of two people resolving at
-// once, one wins and the other is told who did.
+// resolveQueries move a processing entry for a person, fenced by the holder
+// the person saw, and only when the entry waits for review or the person
+// confirmed that nothing runs.
+var resolveQueries = struct{ event, item finishQueries }{
+	event: finishQueries{
+		finish: `UPDATE webhook_events SET status = :status, updated_at = :now, last_seen_at = :now, review_reason = '',
+		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item_count = 0 AND status = 'processing'
+		AND holder_execution_id = :holder AND (:confirmed OR review_reason <> '' OR updated_at < :cutoff)
+		RETURNING status, holder_execution_id, item_count, review_reason`,
+		read: eventFinish.read,
+	},
+	item: finishQueries{
+		finish: `UPDATE event_items SET status = :status, updated_at = :now, review_reason = '',
+		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
+		AND holder_execution_id = :holder AND (:confirmed OR review_reason <> '' OR updated_at < :cutoff)
+		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
+		read: itemFinish.read,
+	},
+}
+
+// Resolve moves a processing entry to done or failed for a person, with a
+// conditional update fenced like an outcome's: of two people resolving at
+// once one wins and the other is told who did, and an entry that another
+// execution took over since the page was loaded is not moved.
 func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (Status, error) {
 	if err := req.Validate(); err != nil {
 		return "", err
@@ -44,15 +76,24 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (Status, error)
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := s.now()
-		arg := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item,
-			"now": s.d.t(now), "status": string(req.To), "crm_ref": ""}
-		e, changed, err := s.finish(ctx, tx, OutcomeRequest{Source: req.Source, EventID: req.EventID,
-			Item: req.Item, Outcome: Outcome(req.To)}, arg)
-		if err == nil && !changed {
-			err = &Error{Code: CodeConflict, Status: e.Status, Message: "the entry is already " + string(e.Status)}
+		q := resolveQueries.event
+		if req.Item != "" {
+			q = resolveQueries.item
+			if _, err := s.namedExec(ctx, tx, "lock event", lockItemEvent, map[string]any{
+				"source": req.Source, "event_id": req.EventID, "now": s.d.t(now)}); err != nil {
+				return err
+			}
 		}
+		arg := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item,
+			"now": s.d.t(now), "status": string(req.To), "crm_ref": req.CRMRef, "holder": req.Holder,
+			"confirmed": req.Confirmed, "cutoff": s.d.t(s.reviewCutoff())}
+		var e finishState
+		ok, err := s.namedGet(ctx, tx, &e, "resolve", q.finish, arg)
 		if err != nil {
-			return s.explainConflict(ctx, tx, req, err)
+			return err
+		}
+		if !ok {
+			return s.explainRefusal(ctx, tx, req, q, arg)
 		}
 		if req.Item != "" {
 			if _, _, err := s.rollUp(ctx, tx, req.Source, req.EventID, "", now); err != nil {
@@ -61,7 +102,8 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (Status, error)
 		}
 		status = e.Status
 		h := HistoryLine{Source: req.Source, EventID: req.EventID, Item: req.Item, Kind: KindResolution,
-			Decision: string(req.To), Status: string(e.Status), Actor: req.Actor, Message: req.Note}
+			ExecutionID: e.Holder, Decision: string(req.To), Status: string(e.Status), Actor: req.Actor,
+			Message: req.Note, CRMRef: req.CRMRef}
 		if _, err := s.addHistory(ctx, tx, h, now); err != nil {
 			return err
 		}
@@ -72,6 +114,33 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (Status, error)
 		s.nudge()
 	}
 	return status, err
+}
+
+// explainRefusal says why a resolution moved nothing: no such entry, it is
+// no longer processing (and who moved it), another execution holds it now,
+// or it needs the confirmation that nothing runs.
+func (s *Store) explainRefusal(ctx context.Context, tx *sqlx.Tx, req ResolveRequest, q finishQueries, arg map[string]any) error {
+	var e finishState
+	ok, err := s.namedGet(ctx, tx, &e, "read entry", q.read, arg)
+	switch {
+	case err != nil:
+		return err
+	case !ok && req.Item != "":
+		return errorf(CodeNotFound, "no item %q in event %s/%s", req.Item, req.Source, req.EventID)
+	case !ok:
+		return errorf(CodeNotFound, "no event %s/%s", req.Source, req.EventID)
+	case req.Item == "" && e.ItemCount > 0:
+		return FieldErrors{"item": "required: this event was claimed with items"}.Err()
+	case e.Status != StatusProcessing:
+		return s.explainConflict(ctx, tx, req, &Error{Code: CodeConflict, Status: e.Status, Holder: e.Holder,
+			Message: "the entry is already " + string(e.Status)})
+	case e.Holder != req.Holder:
+		return &Error{Code: CodeConflict, Status: e.Status, Holder: e.Holder, Message: fmt.Sprintf(
+			"execution %s holds the entry now (you saw %s): reload the page and look again", holderName(e.Holder),
+			holderName(req.Holder))}
+	}
+	return FieldErrors{"confirm": "the entry does not wait for review and may still be running: " +
+		"confirm that no execution is still running the action"}.Err()
 }
 
 // explainConflict adds who moved the entry last to a conflict.
@@ -107,9 +176,16 @@ func (s *Store) explainConflict(ctx context.Context, tx *sqlx.Tx, req ResolveReq
 // update makes it safe for several instances to run it at once.
 func (s *Store) DetectStale(ctx context.Context) (int, error) {
 	cutoff := s.d.t(s.reviewCutoff())
-	var keys []EventKey
-	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", `SELECT source, event_id FROM webhook_events
-		WHERE status = 'processing' AND updated_at < ? AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
+	var keys []struct {
+		EventKey
+		Holder string `db:"holder_execution_id"`
+	}
+	// An entry already in review (an error, unknown, evidence) has had its
+	// alert: saying "too long" about it again is noise.
+	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", `SELECT source, event_id, holder_execution_id
+		FROM webhook_events
+		WHERE status = 'processing' AND review_reason = '' AND updated_at < ?
+		AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
 		ORDER BY updated_at LIMIT 100`, cutoff); err != nil {
 		return 0, err
 	}
@@ -120,9 +196,11 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 			var e entryState
 			ok, err := s.namedGet(ctx, tx, &e, "mark stale", `UPDATE webhook_events SET stale_alerted_at = :now
 				WHERE source = :source AND event_id = :event_id AND status = 'processing' AND updated_at < :cutoff
+				AND holder_execution_id = :holder AND review_reason = ''
 				AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
 				RETURNING status, holder_execution_id, item_count`,
-				map[string]any{"now": s.d.t(now), "source": k.Source, "event_id": k.EventID, "cutoff": cutoff})
+				map[string]any{"now": s.d.t(now), "source": k.Source, "event_id": k.EventID, "cutoff": cutoff,
+					"holder": k.Holder})
 			if err != nil || !ok {
 				return err
 			}

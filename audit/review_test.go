@@ -43,7 +43,7 @@ func TestStaleDetector(t *testing.T) {
 		}
 		claimAs("slow", "1")
 		claimAs("quick", "2")
-		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "quick", Outcome: audit.OutcomeDone})
+		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "quick", Outcome: audit.OutcomeDone, ExecutionID: "2"})
 		clock.Advance(14 * time.Minute)
 		if n := detect(); n != 0 {
 			t.Fatalf("%d stale after 14m", n)
@@ -61,7 +61,7 @@ func TestStaleDetector(t *testing.T) {
 			t.Errorf("alerted %d more times about the same entry", n)
 		}
 		// A new processing period (failed, then reclaimed) is a new entry to watch.
-		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "slow", Outcome: audit.OutcomeFailed})
+		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "slow", Outcome: audit.OutcomeFailed, ExecutionID: "1"})
 		claimAs("slow", "3")
 		clock.Advance(16 * time.Minute)
 		if n := detect(); n != 1 {
@@ -81,7 +81,7 @@ func TestResolve(t *testing.T) {
 		ctx := context.Background()
 		s := audittest.Open(t, dialect, audit.Options{})
 		s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "order-1", ExecutionID: "1"})
-		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "order-1", Outcome: audit.OutcomeUnknown})
+		s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "order-1", Outcome: audit.OutcomeUnknown, ExecutionID: "1"})
 
 		t.Run("bad requests name their fields", func(t *testing.T) {
 			_, err := s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: "maybe"})
@@ -103,7 +103,7 @@ func TestResolve(t *testing.T) {
 						to = audit.StatusFailed
 					}
 					_, errs[i] = s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: to,
-						Actor: who, Note: "checked the CRM"})
+						Actor: who, Note: "checked the CRM", Holder: "1"})
 				}()
 			}
 			wg.Wait()

@@ -86,14 +86,17 @@ func TestClaim(t *testing.T) {
 			}
 			retry := claimBody("shop", "order-5", "52")
 			retry["retry_of"] = "50"
-			if out := s.claim(t, retry); out["decision"] != "duplicate" || out["delivery"] != "manual_retry" {
+			// A client's retry_of is no lineage n8n confirmed: a redelivery.
+			if out := s.claim(t, retry); out["decision"] != "duplicate" || out["delivery"] != "redelivery" {
 				t.Errorf("retry after done = %v", out)
 			}
-			code, out = s.outcome(t, map[string]any{"source": "shop", "event_id": "order-5", "outcome": "done"})
+			code, out = s.outcome(t, map[string]any{"source": "shop", "event_id": "order-5", "outcome": "done",
+				"execution_id": "50"})
 			if code != http.StatusOK || out["changed"] != false || out["status"] != "done" {
 				t.Errorf("done again: %d %v", code, out)
 			}
-			code, out = s.outcome(t, map[string]any{"source": "shop", "event_id": "order-5", "outcome": "failed"})
+			code, out = s.outcome(t, map[string]any{"source": "shop", "event_id": "order-5", "outcome": "failed",
+				"execution_id": "50"})
 			if e, _ := out["error"].(map[string]any); code != http.StatusConflict || e["status"] != "done" {
 				t.Errorf("failed after done: %d %v", code, out)
 			}
@@ -102,7 +105,7 @@ func TestClaim(t *testing.T) {
 		t.Run("a failed entry is reclaimed by the next delivery", func(t *testing.T) {
 			s.claim(t, claimBody("shop", "order-6", "60"))
 			if code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "order-6", "outcome": "failed",
-				"reason": "CRM said 422"}); code != http.StatusOK || out["status"] != "failed" {
+				"execution_id": "60", "reason": "CRM said 422"}); code != http.StatusOK || out["status"] != "failed" {
 				t.Fatalf("failed: %d %v", code, out)
 			}
 			out := s.claim(t, claimBody("shop", "order-6", "61"))
@@ -114,7 +117,7 @@ func TestClaim(t *testing.T) {
 		t.Run("an unknown outcome keeps the entry processing and asks for review", func(t *testing.T) {
 			s.claim(t, claimBody("shop", "order-7", "70"))
 			code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "order-7", "outcome": "unknown",
-				"reason": "timeout after 30s"})
+				"execution_id": "70", "reason": "timeout after 30s"})
 			if code != http.StatusOK || out["status"] != "processing" || out["needs_review"] != true || out["changed"] != true {
 				t.Errorf("unknown: %d %v", code, out)
 			}
@@ -124,7 +127,8 @@ func TestClaim(t *testing.T) {
 		})
 
 		t.Run("an outcome for an unknown key is 404", func(t *testing.T) {
-			code, _ := s.outcome(t, map[string]any{"source": "shop", "event_id": "nope", "outcome": "done"})
+			code, _ := s.outcome(t, map[string]any{"source": "shop", "event_id": "nope", "outcome": "done",
+				"execution_id": "1"})
 			if code != http.StatusNotFound {
 				t.Errorf("status %d, want 404", code)
 			}
@@ -170,11 +174,12 @@ func TestClaimItems(t *testing.T) {
 		// line-1 reached the CRM, line-2 certainly did not, line-3 is unknown.
 		for item, outcome := range map[string]string{"line-1": "done", "line-2": "failed", "line-3": "unknown"} {
 			if code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "item": item,
-				"outcome": outcome}); code != http.StatusOK {
+				"outcome": outcome, "execution_id": "90"}); code != http.StatusOK {
 				t.Fatalf("%s %s: %d %v", item, outcome, code, out)
 			}
 		}
-		code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "outcome": "done"})
+		code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "outcome": "done",
+			"execution_id": "90"})
 		if code != http.StatusUnprocessableEntity {
 			t.Errorf("outcome without item: %d %v", code, out)
 		}
@@ -196,8 +201,10 @@ func TestClaimItems(t *testing.T) {
 			t.Errorf("retry top level = %v", retry)
 		}
 
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "item": "line-2", "outcome": "done"})
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "item": "line-3", "outcome": "done"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "item": "line-2", "outcome": "done",
+			"execution_id": "91"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "order-9", "item": "line-3", "outcome": "done",
+			"execution_id": "90"})
 		code, ev := s.call(t, "GET", "/v1/events/shop/order-9", nil)
 		if code != http.StatusOK || ev["status"] != "done" {
 			t.Errorf("event after every item is done: %d status %v", code, ev["status"])
@@ -279,7 +286,7 @@ func TestClaimConcurrent(t *testing.T) {
 			for round := 0; round < 10; round++ {
 				event := fmt.Sprintf("reclaim-%d", round)
 				s.claim(t, claimBody("shop", event, "r0"))
-				s.outcome(t, map[string]any{"source": "shop", "event_id": event, "outcome": "failed"})
+				s.outcome(t, map[string]any{"source": "shop", "event_id": event, "outcome": "failed", "execution_id": "r0"})
 				results := make(chan map[string]any, 2)
 				var wg sync.WaitGroup
 				for i := 1; i <= 2; i++ {

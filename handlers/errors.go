@@ -21,6 +21,7 @@ type apiErrorDetail struct {
 	Message string            `json:"message"`
 	Fields  map[string]string `json:"fields,omitempty"`
 	Status  string            `json:"status,omitempty"` // an entry's current status, for conflicts
+	Holder  string            `json:"holder,omitempty"` // the execution that holds it, for not_holder
 }
 
 // status maps a domain error's code to an HTTP status and an error code.
@@ -33,6 +34,8 @@ func status(code audit.Code) (int, string) {
 		return http.StatusNotFound, "not_found"
 	case audit.CodeConflict:
 		return http.StatusConflict, "conflict"
+	case audit.CodeNotHolder:
+		return http.StatusConflict, "not_holder"
 	case audit.CodeUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
 	}
@@ -54,7 +57,7 @@ func (h *Handler) fail(c *gin.Context, err error) {
 		d.Message = "internal error; nothing was recorded"
 		h.log.Error("internal error", "route", c.FullPath(), "err", err)
 	default:
-		d.Message, d.Fields, d.Status = e.Message, e.Fields, string(e.Status)
+		d.Message, d.Fields, d.Status, d.Holder = e.Message, e.Fields, string(e.Status), e.Holder
 	}
 	c.AbortWithStatusJSON(code, apiErrorBody{Error: d})
 }

@@ -41,7 +41,7 @@ func TestMetrics(t *testing.T) {
 		s.claim(t, claimBody("shop", "m-1", "1"))
 		s.claim(t, claimBody("shop", "m-2", "2"))
 		s.claim(t, claimBody("shop", "m-1", "3"))
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "m-1", "outcome": "unknown"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "m-1", "outcome": "unknown", "execution_id": "1"})
 		s.call(t, "POST", "/v1/n8n/errors", `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"w"}}`)
 		want := map[string]float64{
 			claimed:     2,

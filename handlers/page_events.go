@@ -65,13 +65,25 @@ type eventData struct {
 	Executions []executionRow
 	Resolvable bool // the event itself (not its items) can be resolved
 	Form       resolveForm
+	// Evidence are outcomes refused from executions that do not hold the
+	// entry, newest first, each with a one-click confirmation when it
+	// says done.
+	Evidence []evidenceRow
+}
+
+// evidenceRow is a refused report and, when a person may confirm it, the
+// form that does.
+type evidenceRow struct {
+	audit.HistoryLine
+	Confirm *formView
 }
 
 type itemRow struct {
 	audit.Item
-	IdemKey    string
-	CRMURL     string
-	Resolvable bool
+	IdemKey     string
+	CRMURL      string
+	Resolvable  bool
+	NeedsReview bool
 }
 
 type executionRow struct {
@@ -100,7 +112,7 @@ type timelineEntry struct {
 }
 
 type resolveForm struct {
-	Item, To, Note string
+	Item, To, Note, CRMRef string
 }
 
 // eventPage is the audit row: everything about one event.
@@ -151,10 +163,15 @@ func (h *Handler) eventData(d audit.EventDetail) eventData {
 		data.Executions = append(data.Executions, executionRow{EventExecution: x, Chain: chain(retryOf, x.RetryOf),
 			N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL)})
 	}
+	cutoff := h.cfg.Now().Add(-h.store.ReviewAfter())
+	itemHolder := map[string]string{}
 	for _, it := range d.Items {
+		itemHolder[it.Item] = it.HolderExecutionID
 		data.Items = append(data.Items, itemRow{Item: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
-			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing})
+			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing,
+			NeedsReview: it.Status == audit.StatusProcessing && (it.ReviewReason != "" || it.UpdatedAt.Before(cutoff))})
 	}
+	data.Evidence = h.evidence(d, itemHolder)
 	errURL := map[int64]string{}
 	for _, e := range d.Errors {
 		errURL[e.ID] = h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)
@@ -186,6 +203,36 @@ func (h *Handler) eventData(d audit.EventDetail) eventData {
 	return data
 }
 
+// evidence lists the refused reports of an event, newest first. A done
+// report on an entry still processing can be confirmed in one click: the
+// form carries what the report said and the holder the page shows.
+func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []evidenceRow {
+	var rows []evidenceRow
+	for i := len(d.History) - 1; i >= 0; i-- {
+		l := d.History[i]
+		if l.Kind != audit.KindNotHolder {
+			continue
+		}
+		row := evidenceRow{HistoryLine: l}
+		status, holder := d.Status, d.HolderExecutionID
+		if l.Item != "" {
+			status, holder = "", itemHolder[l.Item]
+			for _, it := range d.Items {
+				if it.Item == l.Item {
+					status = it.Status
+				}
+			}
+		}
+		if l.Decision == string(audit.OutcomeDone) && status == audit.StatusProcessing {
+			row.Confirm = &formView{Path: audit.Links{}.Event(d.Source, d.EventID), Item: l.Item, Holder: holder,
+				To: string(audit.StatusDone), CRMRef: l.CRMRef,
+				Note: "Confirmed the report of execution " + l.ExecutionID + " (" + l.At.UTC().Format(time.RFC3339) + ")"}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
 // chain renders what an execution retries, up to the root: "6 ← 2".
 func chain(retryOf map[string]string, parent string) string {
 	var parts []string
@@ -210,6 +257,8 @@ func historyTitle(l audit.HistoryLine) string {
 		return "Fingerprint mismatch"
 	case audit.KindStale:
 		return "Processing too long"
+	case audit.KindNotHolder:
+		return "Refused: " + l.Decision + " from an execution that does not hold the entry"
 	}
 	return l.Kind
 }
@@ -225,14 +274,16 @@ func alertTitle(row, kind string) string {
 func (h *Handler) resolve(c *gin.Context) {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10)
 	source, eventID := eventKey(c)
-	form := resolveForm{Item: c.PostForm("item"), To: c.PostForm("to"), Note: c.PostForm("note")}
+	form := resolveForm{Item: c.PostForm("item"), To: c.PostForm("to"), Note: c.PostForm("note"),
+		CRMRef: strings.TrimSpace(c.PostForm("crm_ref"))}
 	if !h.checkCSRF(c) {
 		h.pageError(c, http.StatusForbidden, "Form refused",
 			"The form did not carry this site's token (or came from another site). Nothing was changed: reload the event's page and try again.")
 		return
 	}
 	_, err := h.store.Resolve(c.Request.Context(), audit.ResolveRequest{Source: source, EventID: eventID,
-		Item: form.Item, To: audit.Status(form.To), Actor: c.GetString(ctxUser), Note: strings.TrimSpace(form.Note)})
+		Item: form.Item, To: audit.Status(form.To), Actor: c.GetString(ctxUser), Note: strings.TrimSpace(form.Note),
+		CRMRef: form.CRMRef, Holder: c.PostForm("holder"), Confirmed: c.PostForm("confirm") == "yes"})
 	if err != nil {
 		switch audit.ErrorCode(err) {
 		case audit.CodeInvalid:
@@ -254,7 +305,8 @@ func fieldProblems(err error) string {
 	if !ok || len(e.Fields) == 0 {
 		return strings.TrimPrefix(err.Error(), "audit: ")
 	}
-	names := map[string]string{"to": "Decision", "note": "Note", "item": "Item", "actor": "Your name"}
+	names := map[string]string{"to": "Decision", "note": "Note", "item": "Item", "actor": "Your name",
+		"crm_ref": "CRM reference", "confirm": "Confirmation", "holder": "Holder"}
 	var parts []string
 	for f, p := range e.Fields {
 		parts = append(parts, cmp.Or(names[f], f)+": "+p)

@@ -43,10 +43,18 @@ func newPages(cfg Config) (*pages, error) {
 		"crmURL":    links.CRMOrder,
 		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
-		"resolveForm": func(path, csrf, item string, prior any) formView {
-			v := formView{Path: path, CSRF: csrf, Item: item}
+		"withCSRF": func(f *formView, csrf string) formView {
+			v := *f
+			v.CSRF = csrf
+			return v
+		},
+		// resolveForm is the form for one entry: review says whether the
+		// entry waits for review (else the form asks to confirm that no
+		// execution is still running); prior is what the person sent last.
+		"resolveForm": func(path, csrf, item, holder string, review bool, prior any) formView {
+			v := formView{Path: path, CSRF: csrf, Item: item, Holder: holder, Confirm: !review}
 			if f, ok := prior.(resolveForm); ok && f.Item == item {
-				v.To, v.Note = f.To, f.Note
+				v.To, v.Note, v.CRMRef = f.To, f.Note, f.CRMRef
 			}
 			return v
 		},
@@ -67,9 +75,11 @@ func newPages(cfg Config) (*pages, error) {
 	return p, nil
 }
 
-// formView is what the resolution form gets.
+// formView is what the resolution form gets. Confirm asks the person to
+// confirm that no execution still runs the action.
 type formView struct {
-	Path, CSRF, Item, To, Note string
+	Path, CSRF, Item, Holder, To, Note, CRMRef string
+	Confirm                                    bool
 }
 
 // view is what every page template gets: the page's own data in Data.

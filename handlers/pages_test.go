@@ -78,7 +78,7 @@ func seedHostile(t *testing.T, s *server) {
 	body["workflow_name"] = hostileName
 	body["node"] = `"><script>alert(2)</script>`
 	s.claim(t, body)
-	s.outcome(t, map[string]any{"source": "shop", "event_id": hostileID, "outcome": "unknown",
+	s.outcome(t, map[string]any{"source": "shop", "event_id": hostileID, "outcome": "unknown", "execution_id": "666",
 		"reason": "<script>alert(3)</script>" + strings.Repeat("long message ", 400)})
 	code, _ := s.call(t, "POST", "/v1/n8n/errors", `{"execution":{"id":"666","mode":"webhook",
 		"lastNodeExecuted":"<b>node</b>","error":{"message":"<script>alert(4)</script>","description":"`+
@@ -204,7 +204,7 @@ func TestResolutionForm(t *testing.T) {
 		s := newServer(t, dialect, withUI)
 		alice := "alice:" + alicePassword
 		s.claim(t, claimBody("shop", "order/1042", "1"))
-		s.outcome(t, map[string]any{"source": "shop", "event_id": "order/1042", "outcome": "unknown"})
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "order/1042", "outcome": "unknown", "execution_id": "1"})
 		path := "/events/shop/order%2F1042"
 		_, page := s.page(t, "GET", path, alice, nil)
 		token := csrfOf(t, page)
@@ -246,7 +246,7 @@ func TestResolutionForm(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					resp, body := s.page(t, "POST", path, alice,
-						url.Values{"to": {to}, "note": {"checked the CRM at 03:12"}, "csrf": {token}})
+						url.Values{"to": {to}, "note": {"checked the CRM at 03:12"}, "csrf": {token}, "holder": {"1"}})
 					codes[i], bodies[i] = resp.StatusCode, body
 				}()
 			}

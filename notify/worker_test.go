@@ -171,7 +171,7 @@ func TestThreads(t *testing.T) {
 		r.unknown(t, "order-1")
 		r.drain(t)
 		if _, err := r.store.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1",
-			To: audit.StatusDone, Actor: "alice", Note: "order 88121 is in the CRM"}); err != nil {
+			To: audit.StatusDone, Actor: "alice", Note: "order 88121 is in the CRM", Holder: "4711"}); err != nil {
 			t.Fatal(err)
 		}
 		r.drain(t)
