@@ -155,12 +155,12 @@ func (r *run) sameBodyTwice(t *testing.T) {
 	id := r.newID()
 	status, out := r.deliver(t, "orders", id)
 	if status != http.StatusOK || out["outcome"] != "done" {
-		t.Fatalf("the first delivery was answered %d %v", status, out)
+		t.Fatalf("the first delivery was answered %d %v; %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	o := r.oneOrder(t, "shop", id)
 	status, out = r.deliver(t, "orders", id)
 	if status != http.StatusOK || out["duplicate"] != true || out["decision"] != "duplicate" {
-		t.Fatalf("the second delivery was answered %d %v, want 200 duplicate", status, out)
+		t.Fatalf("the second delivery was answered %d %v, want 200 duplicate; %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	if n := r.crm.count(); n != 1 {
 		t.Errorf("the CRM holds %d orders, want 1", n)
@@ -195,7 +195,7 @@ func (r *run) severalAtOnce(t *testing.T) {
 			done++
 		case codes[i] == http.StatusOK && answers[i]["duplicate"] == true:
 		default:
-			t.Errorf("a delivery was answered %d %v", codes[i], answers[i])
+			t.Errorf("a delivery was answered %d %v; %s", codes[i], answers[i], r.n8n.lastRun(t, r.orders.ID))
 		}
 	}
 	if done != 1 {
@@ -218,7 +218,7 @@ func (r *run) newID1(t *testing.T) {
 	before := r.crm.count()
 	id := r.newID()
 	if status, out := r.deliver(t, "orders", id); status != http.StatusOK || out["outcome"] != "done" {
-		t.Fatalf("a new id was answered %d %v", status, out)
+		t.Fatalf("a new id was answered %d %v; %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	r.oneOrder(t, "shop", id)
 	if got := r.crm.count(); got != before+1 {
@@ -232,10 +232,10 @@ func (r *run) newID1(t *testing.T) {
 func (r *run) otherSource(t *testing.T) {
 	id := r.newID()
 	if status, out := r.deliver(t, "orders", id); status != http.StatusOK || out["outcome"] != "done" {
-		t.Fatalf("shop: %d %v", status, out)
+		t.Fatalf("shop: %d %v; %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	if status, out := r.deliver(t, "market-orders", id); status != http.StatusOK || out["outcome"] != "done" {
-		t.Fatalf("the same id from the marketplace was answered %d %v, want its own order", status, out)
+		t.Fatalf("the same id from the marketplace was answered %d %v, want its own order; %s", status, out, r.n8n.lastRun(t, r.market.ID))
 	}
 	shop, market := r.oneOrder(t, "shop", id), r.oneOrder(t, "market", id)
 	if shop.ID == market.ID {
@@ -260,7 +260,7 @@ func (r *run) hangingRun(t *testing.T, id string) string {
 		t.Fatalf("the sender was answered %d %v; a failed run answers 500", status, out)
 	}
 	if _, ok := r.crm.order("shop:" + id); !ok {
-		t.Fatal("the hanging CRM did not create the order")
+		t.Fatalf("the hanging CRM did not create the order; %s", r.n8n.lastRun(t, r.orders.ID))
 	}
 	holder := r.ledger(t, "shop", id).HolderExecutionID
 	if x := r.n8n.waitExecution(t, holder); x.Status != "error" {
@@ -378,7 +378,7 @@ func (r *run) redeliveryWhileRunning(t *testing.T) {
 	}
 	a := <-first
 	if a.status != http.StatusOK || a.out["outcome"] != "done" {
-		t.Errorf("the first run was answered %d %v", a.status, a.out)
+		t.Errorf("the first run was answered %d %v; %s", a.status, a.out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	r.oneOrder(t, "shop", id)
 	e := r.ledger(t, "shop", id)
@@ -445,7 +445,7 @@ func (r *run) refusedThenReclaimed(t *testing.T) {
 	status, out := r.deliver(t, "orders", id)
 	r.crm.setMode(crmNormal)
 	if status != http.StatusServiceUnavailable || out["outcome"] != "failed" {
-		t.Fatalf("a refused order was answered %d %v, want 503 failed (the sender tries again)", status, out)
+		t.Fatalf("a refused order was answered %d %v, want 503 failed (the sender tries again); %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	if _, ok := r.crm.order("shop:" + id); ok {
 		t.Fatal("the CRM has an order it refused")
@@ -455,7 +455,7 @@ func (r *run) refusedThenReclaimed(t *testing.T) {
 	}
 	status, out = r.deliver(t, "orders", id)
 	if status != http.StatusOK || out["outcome"] != "done" {
-		t.Fatalf("the redelivery was answered %d %v", status, out)
+		t.Fatalf("the redelivery was answered %d %v; %s", status, out, r.n8n.lastRun(t, r.orders.ID))
 	}
 	r.oneOrder(t, "shop", id)
 	if e := r.ledger(t, "shop", id); e.Status != "done" || strings.Join(e.decisions(), ",") != "claimed,reclaimed" {

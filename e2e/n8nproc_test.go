@@ -364,6 +364,40 @@ func (n *n8n) waitExecution(t *testing.T, id string) execution {
 	return execution{}
 }
 
+// lastRun describes the newest execution of a workflow, with its error if
+// it failed: what a failing step prints, so that a broken workflow is named.
+func (n *n8n) lastRun(t *testing.T, workflowID string) string {
+	t.Helper()
+	var page struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+			Data   struct {
+				ResultData struct {
+					LastNodeExecuted string `json:"lastNodeExecuted"`
+					Error            *struct {
+						Message string `json:"message"`
+						Node    struct {
+							Name string `json:"name"`
+						} `json:"node"`
+					} `json:"error"`
+				} `json:"resultData"`
+			} `json:"data"`
+		} `json:"data"`
+	}
+	status, raw := do(t, http.DefaultClient, "GET", n.URL+"/api/v1/executions?limit=1&includeData=true&workflowId="+workflowID,
+		map[string]string{"X-N8N-API-KEY": n.APIKey}, nil)
+	if status != http.StatusOK || json.Unmarshal(raw, &page) != nil || len(page.Data) == 0 {
+		return fmt.Sprintf("(n8n lists no execution: %d %.200s)", status, raw)
+	}
+	x := page.Data[0]
+	out := fmt.Sprintf("n8n's newest execution %s is %s, last node %q", x.ID, x.Status, x.Data.ResultData.LastNodeExecuted)
+	if e := x.Data.ResultData.Error; e != nil {
+		out += fmt.Sprintf(", error in %q: %s", e.Node.Name, e.Message)
+	}
+	return out
+}
+
 // runManually runs a workflow from one of its triggers as the editor's
 // "execute" button does.
 func (n *n8n) runManually(t *testing.T, id, trigger string) {
