@@ -154,8 +154,9 @@ func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (boo
 	return open, err
 }
 
-const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state)
-	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, 'pending')`
+const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+	last_error)
+	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, :state, :last_error)`
 
 // enqueue writes one outbox row in the caller's transaction; it is sent at
 // due or later.
@@ -168,9 +169,13 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 	if a.ErrorID != 0 {
 		errorID = &a.ErrorID
 	}
+	state, why := OutboxPending, ""
+	if scratch(a.Source) {
+		state, why = OutboxSkipped, "a drill of retryaudit check: not sent"
+	}
 	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
 		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
-		"event_id": a.EventID, "error_id": errorID, "payload": string(payload),
+		"event_id": a.EventID, "error_id": errorID, "payload": string(payload), "state": state, "last_error": why,
 	})
 	return err
 }

@@ -35,14 +35,17 @@ func chromium(t *testing.T) string {
 }
 
 // TestBrowserResolve drives a real browser against the running service: it
-// opens the review queue, follows the event, marks it done with a note, and
-// sees the new status and the history line.
+// opens the review queue, follows the event, marks it done with a CRM
+// reference and a note, and sees the new status and the history line; then
+// it resolves a running entry, which takes the confirmation that nothing
+// still runs it.
 func TestBrowserResolve(t *testing.T) {
 	browser := chromium(t)
 	svc := startService(t, nil)
 	for _, body := range []string{
 		`{"source":"shop","event_id":"order-1042","execution_id":"4711","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
 		`{"source":"shop","event_id":"order-1042","outcome":"unknown","execution_id":"4711","reason":"CRM timed out after 30s"}`,
+		`{"source":"shop","event_id":"order-2000","execution_id":"4800","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
 	} {
 		path := "/v1/claims"
 		if strings.Contains(body, "outcome") {
@@ -87,6 +90,7 @@ func TestBrowserResolve(t *testing.T) {
 		chromedp.Click(css(`section.card h2 a`)),
 		chromedp.WaitVisible(css(`form.resolve`)),
 		chromedp.Click(css(`form.resolve input[value="done"]`)),
+		chromedp.SendKeys(css(`form.resolve input[name="crm_ref"]`), "CRM-88121"),
 		chromedp.SendKeys(css(`form.resolve textarea[name="note"]`), "order 88121 is in the CRM"),
 		chromedp.Click(css(`form.resolve button[type="submit"]`)),
 		chromedp.WaitVisible(css(`p.notice`)),
@@ -124,8 +128,36 @@ func TestBrowserResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
-	if code, out := svc.api(t, "GET", "/v1/events/shop/order-1042", ""); code != 200 || !strings.Contains(out, `"status":"done"`) {
+	if code, out := svc.api(t, "GET", "/v1/events/shop/order-1042", ""); code != 200 || !strings.Contains(out, `"status":"done"`) ||
+		!strings.Contains(out, `"crm_ref":"CRM-88121"`) {
 		t.Errorf("the API after resolving: %d %s", code, out)
+	}
+
+	// A running entry: the form sits folded away and takes the
+	// confirmation; the browser refuses to send it without.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(svc.URL+"/events/shop/order-2000"),
+		chromedp.WaitVisible(css(`details.resolve-running summary`)),
+		chromedp.Click(css(`details.resolve-running summary`)),
+		chromedp.WaitVisible(css(`form.resolve input[name="confirm"]`)),
+		chromedp.Click(css(`form.resolve input[value="failed"]`)),
+		chromedp.SendKeys(css(`form.resolve textarea[name="note"]`), "no order 2000 in the CRM; execution 4800 crashed"),
+		chromedp.Click(css(`form.resolve button[type="submit"]`)),
+	); err != nil {
+		fail("resolve a running entry", err)
+	}
+	if code, out := svc.api(t, "GET", "/v1/events/shop/order-2000", ""); code != 200 || !strings.Contains(out, `"status":"processing"`) {
+		t.Fatalf("the form went out without the confirmation: %d %s", code, out)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(css(`form.resolve input[name="confirm"]`)),
+		chromedp.Click(css(`form.resolve button[type="submit"]`)),
+		chromedp.WaitVisible(css(`p.notice`)),
+	); err != nil {
+		fail("confirm and resolve a running entry", err)
+	}
+	if status := read(`.status-line .badge`); strings.TrimSpace(status) != "failed" {
+		t.Errorf("the running entry after resolving: %q", status)
 	}
 
 	// At phone width the page fits: nothing wider than the screen.

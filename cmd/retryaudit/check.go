@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,10 +25,18 @@ import (
 const checkUsage = `check reads the same configuration as serve and checks the installation: the
 configuration, the database, its schema and the unique key on (source,
 event_id), the API token, Slack (auth.test) and n8n's API when they are
-configured. Then it runs a drill on the scratch source retryaudit-check: the
-same claim twice, 20 concurrent claims of one key (exactly one may process
-it), an outcome, and cleanup. With --url the drill goes through the HTTP API
-of the running instance at that address; without it, in this process.
+configured. Then it runs a drill of the six control steps on the scratch
+sources retryaudit-check and retryaudit-check.other: the same claim twice
+(processed once, a duplicate after done); 20 concurrent claims of one key
+(exactly one may process it); a new event id; the same id from another
+source; an unknown outcome (the entry stays processing, waits for review and
+has an alert naming the source and the event id; drill alerts are never
+sent); a Retry of the holder that ends done with one outcome. Then cleanup.
+
+With --url the drill goes through the HTTP API of the running instance at
+that address, and n8n's lineage of the Retry reaches the service the way an
+Error Trigger payload brings it; without --url it runs in this process, and
+the lineage comes from a stand-in for n8n's API.
 
 It prints one line per check, ok or FAIL with the reason, and exits 0 only
 when every check passes.`
@@ -49,7 +58,7 @@ func (c *checker) line(name string, detail string, err error) bool {
 }
 
 func check(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) error {
-	url := fs.String("url", "", "run the drill through the HTTP API of the running instance at this URL (such as http://127.0.0.1:8080)")
+	target := fs.String("url", "", "run the drill through the HTTP API of the running instance at this URL (such as http://127.0.0.1:8080)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,9 +80,38 @@ func check(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	token := c.token(cfg)
 	c.integrations(ctx, cfg)
 	if schemaOK {
-		c.drill(ctx, a.store, *url, token)
+		c.runDrill(ctx, cfg, a, *target, token)
 	}
 	return c.result()
+}
+
+// runDrill runs the drill and cleans up after it, whatever happened.
+func (c *checker) runDrill(ctx context.Context, cfg config, a *app, base, token string) {
+	b := make([]byte, 4)
+	rand.Read(b)
+	run := audit.ScratchSource + "-" + hex.EncodeToString(b)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		c.line("cleanup", "the drill's events are deleted", a.store.DeleteScratch(cctx, run))
+	}()
+	if base != "" {
+		c.drill(ctx, &overHTTP{base: strings.TrimRight(base, "/"), token: token,
+			client: &http.Client{Timeout: 20 * time.Second}}, run)
+		return
+	}
+	n := &drillN8N{retries: map[string]string{}}
+	if a.n8n != nil {
+		n.next = a.n8n
+	}
+	s, err := audit.Open(ctx, audit.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, ReviewAfter: cfg.ReviewAfter,
+		Lookup: n})
+	if err != nil {
+		c.line("drill", "", err)
+		return
+	}
+	defer s.Close()
+	c.drill(ctx, &inProcess{s: s, n8n: n}, run)
 }
 
 func where(a *app) string {
@@ -144,33 +182,72 @@ func (c *checker) integrations(ctx context.Context, cfg config) {
 	c.line("n8n API", "reachable at "+cfg.N8NAPIURL+", the key is accepted", err)
 }
 
-// claimer is how the drill claims: in this process, or through the API.
-type claimer func(ctx context.Context, event, execution string) (bool, error)
+// drill is how the drill talks to the service: in this process, or
+// through the HTTP API of a running instance.
+type drill interface {
+	how() string
+	claim(ctx context.Context, source, event, execution string) (process bool, err error)
+	outcome(ctx context.Context, event, execution string, o audit.Outcome) error
+	// retryOf tells the service what n8n says: execution is a Retry of
+	// holder.
+	retryOf(ctx context.Context, execution, holder string) error
+	event(ctx context.Context, event string) (drillEvent, error)
+}
 
-func (c *checker) drill(ctx context.Context, s *audit.Store, url, token string) {
-	b := make([]byte, 4)
-	rand.Read(b)
-	run := audit.ScratchSource + "-" + hex.EncodeToString(b)
-	claim, outcome, how := c.drillInProcess(s)
-	if url != "" {
-		claim, outcome, how = c.drillOverHTTP(strings.TrimRight(url, "/"), token)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		c.line("cleanup", "the drill's events are deleted", s.DeleteScratch(cctx, run))
-	}()
+// drillEvent is what the drill reads back of an entry.
+type drillEvent struct {
+	Status       audit.Status
+	NeedsReview  bool
+	Alerts       int // alerts that open a thread
+	AlertNames   bool
+	DoneOutcomes int
+	Outcome      string // the message of the last outcome
+}
 
-	first, err := claim(ctx, run+"-twice", run+"-1")
+func (c *checker) drill(ctx context.Context, d drill, run string) {
+	how := d.how()
+	src, other := audit.ScratchSource, audit.ScratchSource+".other"
+	first, err := d.claim(ctx, src, run+"-twice", run+"-1")
 	if err == nil {
 		var second bool
-		second, err = claim(ctx, run+"-twice", run+"-2")
+		second, err = d.claim(ctx, src, run+"-twice", run+"-2")
 		if err == nil && (!first || second) {
 			err = fmt.Errorf("the same event claimed twice: process %v then %v, want true then false", first, second)
 		}
 	}
-	c.line("drill: twice", how+": the same event twice, processed once", err)
+	if err == nil {
+		if err = d.outcome(ctx, run+"-twice", run+"-1", audit.OutcomeDone); err == nil {
+			var again bool
+			if again, err = d.claim(ctx, src, run+"-twice", run+"-3"); err == nil && again {
+				err = errors.New("a done event was processed again")
+			}
+		}
+	}
+	c.line("drill: twice", how+": the same event twice, processed once; after done, a duplicate", err)
 
+	c.line("drill: race", fmt.Sprintf("%s: 20 concurrent claims of one key, one processed", how), c.race(ctx, d, run))
+
+	err = wantProcess(d.claim(ctx, src, run+"-new", run+"-4"))
+	c.line("drill: new id", how+": another event id is another event", err)
+
+	err = wantProcess(d.claim(ctx, other, run+"-twice", run+"-5"))
+	c.line("drill: source", how+": the same event id from another source is another event", err)
+
+	err = c.unknown(ctx, d, run)
+	c.line("drill: unknown", how+": unknown stays processing, waits for review, alert names source and event id", err)
+
+	err = c.retry(ctx, d, run)
+	c.line("drill: retry", how+": a Retry of the holder ends done with one outcome", err)
+}
+
+func wantProcess(process bool, err error) error {
+	if err == nil && !process {
+		err = errors.New("it was not processed")
+	}
+	return err
+}
+
+func (c *checker) race(ctx context.Context, d drill, run string) error {
 	const racers = 20
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -179,7 +256,7 @@ func (c *checker) drill(ctx context.Context, s *audit.Store, url, token string) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := claim(ctx, run+"-race", fmt.Sprintf("%s-r%d", run, i))
+			ok, err := d.claim(ctx, audit.ScratchSource, run+"-race", fmt.Sprintf("%s-r%d", run, i))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -190,70 +267,217 @@ func (c *checker) drill(ctx context.Context, s *audit.Store, url, token string) 
 		}()
 	}
 	wg.Wait()
-	err = nil
 	if len(errs) > 0 {
-		err = fmt.Errorf("%d of %d claims failed, the first: %v", len(errs), racers, errs[0])
-	} else if wins != 1 {
-		err = fmt.Errorf("%d of %d concurrent claims of one key were told to process it, want exactly 1", wins, racers)
+		return fmt.Errorf("%d of %d claims failed, the first: %v", len(errs), racers, errs[0])
 	}
-	c.line("drill: race", fmt.Sprintf("%s: %d concurrent claims of one key, one processed", how, racers), err)
-
-	err = outcome(ctx, run+"-twice", run+"-1")
-	if err == nil {
-		var again bool
-		if again, err = claim(ctx, run+"-twice", run+"-3"); err == nil && again {
-			err = errors.New("a done event was processed again")
-		}
+	if wins != 1 {
+		return fmt.Errorf("%d of %d concurrent claims of one key were told to process it, want exactly 1", wins, racers)
 	}
-	c.line("drill: outcome", how+": done, then a redelivery is a duplicate", err)
+	return nil
 }
 
-func (c *checker) drillInProcess(s *audit.Store) (claimer, func(context.Context, string, string) error, string) {
-	claim := func(ctx context.Context, event, execution string) (bool, error) {
-		r, err := s.Claim(ctx, audit.ClaimRequest{Source: audit.ScratchSource, EventID: event, ExecutionID: execution})
-		return r.Process, err
-	}
-	outcome := func(ctx context.Context, event, execution string) error {
-		_, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: audit.ScratchSource, EventID: event,
-			Outcome: audit.OutcomeDone, ExecutionID: execution})
+func (c *checker) unknown(ctx context.Context, d drill, run string) error {
+	if err := wantProcess(d.claim(ctx, audit.ScratchSource, run+"-unknown", run+"-6")); err != nil {
 		return err
 	}
-	return claim, outcome, "in process"
+	if err := d.outcome(ctx, run+"-unknown", run+"-6", audit.OutcomeUnknown); err != nil {
+		return err
+	}
+	ev, err := d.event(ctx, run+"-unknown")
+	switch {
+	case err != nil:
+		return err
+	case ev.Status != audit.StatusProcessing:
+		return fmt.Errorf("the entry is %s after unknown, want processing", ev.Status)
+	case !ev.NeedsReview:
+		return errors.New("the entry does not wait for review")
+	case ev.Alerts != 1 || !ev.AlertNames:
+		return fmt.Errorf("%d alerts naming the source and the event id, want 1", ev.Alerts)
+	}
+	return nil
 }
 
-func (c *checker) drillOverHTTP(base, token string) (claimer, func(context.Context, string, string) error, string) {
-	client := &http.Client{Timeout: 20 * time.Second}
-	post := func(ctx context.Context, path string, body map[string]any) (map[string]any, error) {
+func (c *checker) retry(ctx context.Context, d drill, run string) error {
+	event, holder, retry := run+"-retry", run+"-7", run+"-7-retry"
+	if err := wantProcess(d.claim(ctx, audit.ScratchSource, event, holder)); err != nil {
+		return err
+	}
+	if err := d.outcome(ctx, event, holder, audit.OutcomeUnknown); err != nil {
+		return err
+	}
+	if err := d.retryOf(ctx, retry, holder); err != nil {
+		return err
+	}
+	if err := d.outcome(ctx, event, retry, audit.OutcomeDone); err != nil {
+		return fmt.Errorf("the Retry's done: %w", err)
+	}
+	ev, err := d.event(ctx, event)
+	switch {
+	case err != nil:
+		return err
+	case ev.Status != audit.StatusDone || ev.DoneOutcomes != 1:
+		return fmt.Errorf("the entry is %s with %d done outcomes, want done with 1", ev.Status, ev.DoneOutcomes)
+	case !strings.HasPrefix(ev.Outcome, "done by retry "+retry+" of "+holder):
+		return fmt.Errorf("the outcome says %q, want it done by the retry", ev.Outcome)
+	}
+	return nil
+}
+
+// drillN8N stands in for n8n's API in the drill: it knows the Retries the
+// drill starts and asks the real API, when configured, about the rest.
+type drillN8N struct {
+	mu      sync.Mutex
+	retries map[string]string // execution → what it retries
+	next    audit.ExecutionLookup
+}
+
+// Execution answers for the drill's Retries.
+func (n *drillN8N) Execution(ctx context.Context, id string) (audit.N8NExecution, error) {
+	n.mu.Lock()
+	parent, ok := n.retries[id]
+	n.mu.Unlock()
+	switch {
+	case ok:
+		return audit.N8NExecution{ID: id, Mode: "retry", RetryOf: parent, Status: "success"}, nil
+	case n.next != nil:
+		return n.next.Execution(ctx, id)
+	}
+	return audit.N8NExecution{}, audit.ErrExecutionNotFound
+}
+
+// inProcess drills a store opened with the drill's stand-in for n8n.
+type inProcess struct {
+	s   *audit.Store
+	n8n *drillN8N
+}
+
+func (d *inProcess) how() string { return "in process" }
+
+func (d *inProcess) claim(ctx context.Context, source, event, execution string) (bool, error) {
+	r, err := d.s.Claim(ctx, audit.ClaimRequest{Source: source, EventID: event, ExecutionID: execution,
+		WorkflowName: "retryaudit check"})
+	return r.Process, err
+}
+
+func (d *inProcess) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
+	_, err := d.s.ReportOutcome(ctx, audit.OutcomeRequest{Source: audit.ScratchSource, EventID: event,
+		Outcome: o, ExecutionID: execution, Reason: "retryaudit check"})
+	return err
+}
+
+func (d *inProcess) retryOf(_ context.Context, execution, holder string) error {
+	d.n8n.mu.Lock()
+	defer d.n8n.mu.Unlock()
+	d.n8n.retries[execution] = holder
+	return nil
+}
+
+func (d *inProcess) event(ctx context.Context, event string) (drillEvent, error) {
+	e, err := d.s.Event(ctx, audit.ScratchSource, event)
+	if err != nil {
+		return drillEvent{}, err
+	}
+	out := drillEvent{Status: e.Status, NeedsReview: e.NeedsReview}
+	for _, row := range e.Alerts {
+		if row.Kind != audit.RowAlert {
+			continue
+		}
+		out.Alerts++
+		a, err := row.Alert()
+		out.AlertNames = err == nil && a.Source == audit.ScratchSource && a.EventID == event
+	}
+	for _, l := range e.History {
+		if l.Kind == audit.KindOutcome {
+			out.Outcome = l.Message
+			if l.Decision == string(audit.OutcomeDone) {
+				out.DoneOutcomes++
+			}
+		}
+	}
+	return out, nil
+}
+
+// overHTTP drills a running instance through its API.
+type overHTTP struct {
+	base, token string
+	client      *http.Client
+}
+
+func (d *overHTTP) how() string { return "through " + d.base }
+
+func (d *overHTTP) call(ctx context.Context, method, path string, body any, want int) (map[string]any, error) {
+	var r io.Reader
+	if body != nil {
 		raw, _ := json.Marshal(body)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(string(raw)))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-			return nil, fmt.Errorf("%s answered %d without JSON", path, resp.StatusCode)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s answered %d: %v", path, resp.StatusCode, out["error"])
-		}
-		return out, nil
+		r = strings.NewReader(string(raw))
 	}
-	claim := func(ctx context.Context, event, execution string) (bool, error) {
-		out, err := post(ctx, "/v1/claims", map[string]any{"source": audit.ScratchSource, "event_id": event,
-			"execution_id": execution, "workflow_name": "retryaudit check"})
-		return out["process"] == true, err
+	req, err := http.NewRequestWithContext(ctx, method, d.base+path, r)
+	if err != nil {
+		return nil, err
 	}
-	outcome := func(ctx context.Context, event, execution string) error {
-		_, err := post(ctx, "/v1/outcomes", map[string]any{"source": audit.ScratchSource, "event_id": event,
-			"outcome": "done", "execution_id": execution})
-		return err
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return claim, outcome, "through " + base
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("%s answered %d without JSON", path, resp.StatusCode)
+	}
+	if resp.StatusCode != want {
+		return nil, fmt.Errorf("%s answered %d: %v", path, resp.StatusCode, out["error"])
+	}
+	return out, nil
+}
+
+func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (bool, error) {
+	out, err := d.call(ctx, http.MethodPost, "/v1/claims", map[string]any{"source": source, "event_id": event,
+		"execution_id": execution, "workflow_name": "retryaudit check"}, http.StatusOK)
+	return out["process"] == true, err
+}
+
+func (d *overHTTP) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
+	_, err := d.call(ctx, http.MethodPost, "/v1/outcomes", map[string]any{"source": audit.ScratchSource,
+		"event_id": event, "outcome": string(o), "execution_id": execution, "reason": "retryaudit check"}, http.StatusOK)
+	return err
+}
+
+// retryOf posts what n8n's Error Trigger sends for a failed Retry: the
+// lineage, in n8n's own words.
+func (d *overHTTP) retryOf(ctx context.Context, execution, holder string) error {
+	_, err := d.call(ctx, http.MethodPost, "/v1/n8n/errors", map[string]any{
+		"execution": map[string]any{"id": execution, "retryOf": holder, "mode": "retry",
+			"error": map[string]any{"message": "retryaudit check: a drill, not an incident"}},
+		"workflow": map[string]any{"id": audit.ScratchSource, "name": "retryaudit check"},
+	}, http.StatusAccepted)
+	return err
+}
+
+func (d *overHTTP) event(ctx context.Context, event string) (drillEvent, error) {
+	out, err := d.call(ctx, http.MethodGet, "/v1/events/"+audit.ScratchSource+"/"+url.PathEscape(event), nil, http.StatusOK)
+	if err != nil {
+		return drillEvent{}, err
+	}
+	ev := drillEvent{Status: audit.Status(fmt.Sprint(out["status"])), NeedsReview: out["needs_review"] == true}
+	alerts, _ := out["alerts"].([]any)
+	for _, a := range alerts {
+		if m, _ := a.(map[string]any); m["kind"] == audit.RowAlert {
+			ev.Alerts++
+			// The event's alerts are its thread's: they name it.
+			ev.AlertNames = out["source"] == audit.ScratchSource && out["event_id"] == event
+		}
+	}
+	history, _ := out["history"].([]any)
+	for _, l := range history {
+		m, _ := l.(map[string]any)
+		if m["kind"] == audit.KindOutcome {
+			ev.Outcome = fmt.Sprint(m["message"])
+			if m["decision"] == string(audit.OutcomeDone) {
+				ev.DoneOutcomes++
+			}
+		}
+	}
+	return ev, nil
 }

@@ -45,7 +45,7 @@ func TestCheckSound(t *testing.T) {
 			t.Fatalf("err %v:\n%s", err, out)
 		}
 		for _, name := range []string{"database", "schema", "unique key", "token", "drill: twice", "drill: race",
-			"drill: outcome", "cleanup"} {
+			"drill: new id", "drill: source", "drill: unknown", "drill: retry", "cleanup"} {
 			if !regexp.MustCompile(`(?m)^ok    ` + regexp.QuoteMeta(name)).MatchString(out) {
 				t.Errorf("no ok line for %s:\n%s", name, out)
 			}
@@ -57,11 +57,17 @@ func TestCheckThroughTheRunningService(t *testing.T) {
 	dir := t.TempDir()
 	svc := startService(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir})
 	out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir}, "--url", svc.URL)
-	if err != nil || !strings.Contains(out, "through "+svc.URL) {
+	if err != nil || !strings.Contains(out, "through "+svc.URL) || strings.Count(out, "ok    drill: ") != 6 {
 		t.Fatalf("err %v:\n%s", err, out)
 	}
-	if code, body := svc.api(t, "GET", "/v1/events?source=retryaudit-check", ""); code != 200 || strings.Contains(body, "drill") {
-		t.Errorf("the drill left events behind: %s", body)
+	for _, source := range []string{"retryaudit-check", "retryaudit-check.other"} {
+		if code, body := svc.api(t, "GET", "/v1/events?source="+source, ""); code != 200 || strings.Contains(body, "drill") ||
+			strings.Contains(body, "retryaudit-check-") {
+			t.Errorf("the drill left events behind: %s", body)
+		}
+	}
+	if code, body := svc.api(t, "GET", "/v1/n8n/errors", ""); code == 200 && strings.Contains(body, "retryaudit-check-") {
+		t.Errorf("the drill left errors behind: %s", body)
 	}
 }
 

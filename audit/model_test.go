@@ -1,0 +1,465 @@
+package audit_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
+)
+
+// TestModel runs random schedules of simulated n8n executions against the
+// real store, on SQLite and PostgreSQL, with and without n8n's API, and
+// checks after every step what the service promises. RAPID_CHECKS sets the
+// number of schedules per store, four stores in all (make test runs 500
+// each: 1,000 per database; the default is 100); RAPID_SEED replays one. A failing schedule is shrunk and saved under
+// testdata/rapid/, which later runs replay first; each one found is also
+// kept as a named test in model_regression_test.go.
+//
+// The world: one event per schedule. Deliveries are new executions (a
+// sender's retry, a second subscription, n8n starting twice); a claim's
+// answer may be lost and resent by n8n's Retry On Fail within the execution;
+// an execution that was told to act reports done, failed or unknown, and
+// its answer too may be lost and resent, at any later time; an execution's
+// n8n run may fail, the error workflow reporting it; a person may press
+// Retry on a failed execution, which either re-runs the claim (the claim
+// node failed) or re-runs the action and reports (a Retry resumes at the
+// failed node), at any depth; executions that were told to wait may report
+// anyway (a broken workflow), or fail; a client may send a retry_of n8n
+// never said; an execution id may come from another workflow; the stale
+// detector runs; a person resolves what the page shows them.
+//
+// The invariants, after every step:
+//
+//  1. One holder at a time. The ledger grants the action (process true) to
+//     one lineage at a time: an execution and its n8n Retries. A grant to a
+//     lineage other than the one holding the entry is a failure.
+//  2. A new lineage acts only with permission: on a new key, or after the
+//     entry was left failed by the acting lineage's report or by a person.
+//  3. Outcomes come from the holder. An outcome that moves the entry comes
+//     from the lineage that holds it (or, with nothing held, from the one
+//     that held it last); a person's resolution ends any hold.
+//  4. Done is terminal: a done entry never moves and no claim of it
+//     processes.
+//  5. Every answer agrees with the stored entry and history: the status the
+//     answer gives is the stored one; the history has one claim line per
+//     answered claim, one outcome line per report that moved the entry, one
+//     resolution line per accepted resolution.
+//  6. Errors of executions outside the holding lineage and stale checks
+//     never put an entry into review nor alert about it again.
+//  7. No refusal for no reason: a claim of a new key is claimed, of a failed
+//     one reclaimed, of a done one duplicate, a resend by the holder held;
+//     the holder's first report moves the entry.
+func TestModel(t *testing.T) {
+	for _, dialect := range audittest.Dialects {
+		for _, api := range []bool{false, true} {
+			name := dialect + "/without the n8n API"
+			if api {
+				name = dialect + "/with the n8n API"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				w := newModelStore(t, dialect, api)
+				rapid.Check(t, func(rt *rapid.T) { w.run(rt) })
+			})
+		}
+	}
+}
+
+// modelStore is one store shared by every schedule; each schedule has its
+// own source and execution ids.
+type modelStore struct {
+	store *audit.Store
+	n8n   *modelN8N // nil without the API
+	clock *audittest.Clock
+	runs  atomic.Int64
+}
+
+func newModelStore(t *testing.T, dialect string, api bool) *modelStore {
+	m := &modelStore{clock: audittest.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))}
+	opts := audit.Options{Now: m.clock.Now, ReviewAfter: 15 * time.Minute}
+	if api {
+		m.n8n = &modelN8N{execs: map[string]audit.N8NExecution{}}
+		opts.Lookup = m.n8n
+	}
+	m.store = audittest.Open(t, dialect, opts)
+	return m
+}
+
+// modelN8N is n8n's API as the store asks it: it knows every execution of
+// the world.
+type modelN8N struct {
+	mu    sync.Mutex
+	execs map[string]audit.N8NExecution
+}
+
+func (n *modelN8N) Execution(_ context.Context, id string) (audit.N8NExecution, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if x, ok := n.execs[id]; ok {
+		return x, nil
+	}
+	return audit.N8NExecution{}, audit.ErrExecutionNotFound
+}
+
+func (n *modelN8N) add(x audit.N8NExecution) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.execs[x.ID] = x
+}
+
+// execution is one n8n execution of the world.
+type execution struct {
+	id      string
+	retryOf string // n8n's, "" for a delivery
+	root    string // the lineage: the delivery it retries, at any depth
+	granted bool   // the ledger told it to act (its answer may have been lost)
+	waited  bool   // it was told not to act
+	report  *audit.OutcomeRequest
+	failed  bool // its n8n run failed: a person may Retry it
+	errored bool // its error reached the intake
+}
+
+// world is what the schedule has done and what the store must agree with.
+type world struct {
+	m     *modelStore
+	t     *rapid.T
+	ctx   context.Context
+	run   int64
+	seq   int
+	event string
+	execs []*execution
+	byID  map[string]*execution
+
+	// The entry as the service must have it.
+	status   audit.Status // "" while the key is new
+	holding  string       // the lineage (root) that holds it; "" when none
+	lastRoot string       // the lineage that held it last
+	claims   int          // answered claims
+	moves    int          // outcomes that moved the entry
+	resolved int          // accepted resolutions
+}
+
+func (m *modelStore) run(t *rapid.T) {
+	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byID: map[string]*execution{}}
+	w.event = "e"
+	steps := rapid.IntRange(1, 24).Draw(t, "steps")
+	actions := []string{"deliver", "deliver", "resend claim", "report", "report", "resend report",
+		"fail in n8n", "error", "retry claim", "retry act", "stray report", "claimed retry_of",
+		"other workflow", "stale", "resolve"}
+	for i := 0; i < steps; i++ {
+		switch a := rapid.SampledFrom(actions).Draw(t, "action"); a {
+		case "deliver":
+			w.claim(w.newExecution(""), "")
+		case "resend claim":
+			if x := w.pick("claimed", func(x *execution) bool { return x.granted || x.waited }); x != nil {
+				w.claim(x, "")
+			}
+		case "report":
+			if x := w.pick("reporter", func(x *execution) bool { return x.granted && x.report == nil }); x != nil {
+				w.report(x, w.outcome())
+			}
+		case "resend report":
+			if x := w.pick("resender", func(x *execution) bool { return x.report != nil }); x != nil {
+				w.send(x, *x.report)
+			}
+		case "fail in n8n":
+			if x := w.pick("failing", func(x *execution) bool { return !x.failed }); x != nil {
+				x.failed = true
+			}
+		case "error":
+			if x := w.pick("erring", func(x *execution) bool { return x.failed && !x.errored }); x != nil {
+				w.intake(x)
+			}
+		case "retry claim":
+			if x := w.pick("retried", func(x *execution) bool { return x.failed }); x != nil {
+				w.claim(w.newExecution(x.id), "")
+			}
+		case "retry act":
+			if x := w.pick("retried", func(x *execution) bool { return x.failed && x.granted }); x != nil {
+				r := w.newExecution(x.id)
+				r.granted = true // a person pressed Retry: it acts without claiming
+				w.report(r, w.outcome())
+			}
+		case "stray report":
+			if x := w.pick("stray", func(x *execution) bool { return x.waited && x.report == nil }); x != nil {
+				w.report(x, w.outcome())
+			}
+		case "claimed retry_of":
+			if x := w.pick("named", func(*execution) bool { return true }); x != nil {
+				w.claim(w.newExecution(""), x.id)
+			}
+		case "other workflow":
+			if x := w.pick("impostor of", func(*execution) bool { return true }); x != nil {
+				w.impostor(x)
+			}
+		case "stale":
+			w.stale()
+		case "resolve":
+			w.resolve()
+		}
+		w.check()
+	}
+}
+
+// newExecution starts an execution: a delivery, or a Retry of retryOf.
+func (w *world) newExecution(retryOf string) *execution {
+	w.seq++
+	x := &execution{id: fmt.Sprintf("r%d-x%d", w.run, w.seq), retryOf: retryOf}
+	x.root = x.id
+	if p := w.byID[retryOf]; p != nil {
+		x.root = p.root
+	}
+	mode := "webhook"
+	if retryOf != "" {
+		mode = "retry"
+	}
+	w.m.n8n.add(audit.N8NExecution{ID: x.id, WorkflowID: "wf", Mode: mode, RetryOf: retryOf})
+	w.execs = append(w.execs, x)
+	w.byID[x.id] = x
+	return x
+}
+
+// pick draws one execution that ok accepts, or nil.
+func (w *world) pick(label string, ok func(*execution) bool) *execution {
+	var cands []*execution
+	for _, x := range w.execs {
+		if ok(x) {
+			cands = append(cands, x)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return rapid.SampledFrom(cands).Draw(w.t, label)
+}
+
+func (w *world) outcome() audit.Outcome {
+	return rapid.SampledFrom([]audit.Outcome{audit.OutcomeDone, audit.OutcomeFailed, audit.OutcomeUnknown}).Draw(w.t, "outcome")
+}
+
+func (w *world) source() string { return fmt.Sprintf("model-%d", w.run) }
+
+// stored reads the entry; false while the key is new.
+func (w *world) stored() (audit.EventDetail, bool) {
+	d, err := w.m.store.Event(w.ctx, w.source(), w.event)
+	if audit.ErrorCode(err) == audit.CodeNotFound {
+		return d, false
+	}
+	if err != nil {
+		w.t.Fatalf("read event: %v", err)
+	}
+	return d, true
+}
+
+func (w *world) claim(x *execution, claimedRetryOf string) {
+	before := w.status
+	holder := ""
+	if d, ok := w.stored(); ok {
+		holder = d.HolderExecutionID
+	}
+	res, err := w.m.store.Claim(w.ctx, audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id,
+		WorkflowID: "wf", RetryOf: claimedRetryOf})
+	if err != nil {
+		w.t.Fatalf("claim by %s: %v", x.id, err)
+	}
+	w.claims++
+	// 7: no refusal for no reason.
+	switch {
+	case before == "" && res.Decision != audit.DecisionClaimed:
+		w.t.Fatalf("a new key: %s, want claimed", res.Decision)
+	case before == audit.StatusFailed && res.Decision != audit.DecisionReclaimed:
+		w.t.Fatalf("a failed entry: %s, want reclaimed", res.Decision)
+	case before == audit.StatusDone && res.Decision != audit.DecisionDuplicate:
+		w.t.Fatalf("a done entry: %s, want duplicate", res.Decision) // 4
+	case before == audit.StatusProcessing && holder == x.id && res.Decision != audit.DecisionHeld:
+		w.t.Fatalf("the holder %s resends: %s, want held", x.id, res.Decision)
+	}
+	if !res.Process {
+		x.waited = true
+		return
+	}
+	// 1 and 2.
+	switch {
+	case w.holding != "" && w.holding != x.root:
+		w.t.Fatalf("%s (lineage %s) was told to act while lineage %s holds the entry", x.id, x.root, w.holding)
+	case w.holding == "" && before != "" && before != audit.StatusFailed:
+		w.t.Fatalf("%s was told to act on a %s entry nobody holds", x.id, before)
+	}
+	x.granted = true
+	w.status, w.holding, w.lastRoot = audit.StatusProcessing, x.root, x.root
+}
+
+func (w *world) report(x *execution, o audit.Outcome) {
+	req := audit.OutcomeRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "wf",
+		Outcome: o, CRMRef: "crm-" + x.id}
+	x.report = &req
+	w.send(x, req)
+}
+
+func (w *world) send(x *execution, req audit.OutcomeRequest) {
+	before, _ := w.stored()
+	res, err := w.m.store.ReportOutcome(w.ctx, req)
+	switch audit.ErrorCode(err) {
+	case audit.CodeNotFound:
+		if w.status != "" {
+			w.t.Fatalf("%s's report: not found, but the key exists", x.id)
+		}
+		return
+	case audit.CodeConflict, audit.CodeNotHolder:
+		return
+	}
+	if err != nil {
+		w.t.Fatalf("report by %s: %v", x.id, err)
+	}
+	if !res.Changed {
+		if before.HolderExecutionID != x.id {
+			w.t.Fatalf("%s's report answered unchanged, but %s holds the entry", x.id, before.HolderExecutionID)
+		}
+		return
+	}
+	// 3 and 4.
+	switch {
+	case w.status == audit.StatusDone:
+		w.t.Fatalf("%s moved a done entry to %s", x.id, res.Status)
+	case w.holding != "" && w.holding != x.root:
+		w.t.Fatalf("%s (lineage %s) moved the entry lineage %s holds", x.id, x.root, w.holding)
+	case w.holding == "" && w.lastRoot != x.root:
+		w.t.Fatalf("%s (lineage %s) moved the entry lineage %s left", x.id, x.root, w.lastRoot)
+	}
+	w.moves++
+	w.lastRoot = x.root
+	switch req.Outcome {
+	case audit.OutcomeDone:
+		w.status, w.holding = audit.StatusDone, ""
+	case audit.OutcomeFailed:
+		w.status, w.holding = audit.StatusFailed, ""
+	default:
+		w.status, w.holding = audit.StatusProcessing, x.root
+	}
+}
+
+// intake posts the error workflow's payload for a failed execution.
+func (w *world) intake(x *execution) {
+	x.errored = true
+	before, exists := w.stored()
+	mode := "webhook"
+	if x.retryOf != "" {
+		mode = "retry"
+	}
+	if _, err := w.m.store.RecordError(w.ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + x.id,
+		ExecutionID: x.id, RetryOf: x.retryOf, WorkflowID: "wf", Mode: mode, Message: "failed"}); err != nil {
+		w.t.Fatalf("error of %s: %v", x.id, err)
+	}
+	if !exists {
+		return
+	}
+	after, _ := w.stored()
+	// 6: an error outside the holding lineage changes no review.
+	if (w.holding == "" || x.root != w.holding) && after.ReviewReason != before.ReviewReason {
+		w.t.Fatalf("the error of %s (lineage %s, holding %q) moved review from %q to %q", x.id, x.root, w.holding,
+			before.ReviewReason, after.ReviewReason)
+	}
+	if x.id == before.HolderExecutionID && before.Status == audit.StatusProcessing && after.ReviewReason == "" {
+		w.t.Fatalf("the holder's error put the entry into no review")
+	}
+}
+
+// impostor claims with a known execution id from another workflow.
+func (w *world) impostor(x *execution) {
+	_, err := w.m.store.Claim(w.ctx, audit.ClaimRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id,
+		WorkflowID: "other-n8n"})
+	if audit.ErrorCode(err) != audit.CodeConflict {
+		w.t.Fatalf("a claim of execution %s from another workflow: %v, want a conflict", x.id, err)
+	}
+}
+
+func (w *world) stale() {
+	before, exists := w.stored()
+	w.m.clock.Advance(16 * time.Minute)
+	if _, err := w.m.store.DetectStale(w.ctx); err != nil {
+		w.t.Fatalf("stale detector: %v", err)
+	}
+	if !exists || before.ReviewReason == "" {
+		return
+	}
+	after, _ := w.stored()
+	if staleLines(after) != staleLines(before) {
+		w.t.Fatalf("the stale detector alerted about an entry already in review (%s)", before.ReviewReason)
+	}
+}
+
+func staleLines(d audit.EventDetail) int {
+	n := 0
+	for _, l := range d.History {
+		if l.Kind == audit.KindStale {
+			n++
+		}
+	}
+	return n
+}
+
+// resolve is a person reading the page and deciding.
+func (w *world) resolve() {
+	d, exists := w.stored()
+	if !exists || d.Status != audit.StatusProcessing {
+		return
+	}
+	to := rapid.SampledFrom([]audit.Status{audit.StatusDone, audit.StatusFailed}).Draw(w.t, "resolve to")
+	confirmed := rapid.Bool().Draw(w.t, "confirmed")
+	_, err := w.m.store.Resolve(w.ctx, audit.ResolveRequest{Source: w.source(), EventID: w.event, To: to,
+		Actor: "alice", Note: "checked the CRM", Holder: d.HolderExecutionID, Confirmed: confirmed})
+	switch {
+	case err == nil:
+		if !confirmed && !d.NeedsReview {
+			w.t.Fatalf("a running entry was resolved without the confirmation")
+		}
+		w.resolved++
+		w.status, w.holding = to, ""
+	case audit.ErrorCode(err) == audit.CodeInvalid && !confirmed && !d.NeedsReview:
+	default:
+		w.t.Fatalf("resolve %s (review %v, confirmed %v): %v", to, d.NeedsReview, confirmed, err)
+	}
+}
+
+// check compares the stored entry and its history with the world (5).
+func (w *world) check() {
+	d, exists := w.stored()
+	if !exists {
+		if w.status != "" {
+			w.t.Fatalf("the entry is gone; the world has it %s", w.status)
+		}
+		return
+	}
+	if d.Status != w.status {
+		w.t.Fatalf("stored status %s, the world's %s", d.Status, w.status)
+	}
+	if w.holding != "" {
+		if h := w.byID[d.HolderExecutionID]; h == nil || h.root != w.holding {
+			w.t.Fatalf("stored holder %s is not of the holding lineage %s", d.HolderExecutionID, w.holding)
+		}
+	}
+	count := map[string]int{}
+	for _, l := range d.History {
+		count[l.Kind]++
+	}
+	if count[audit.KindClaim] != w.claims || count[audit.KindOutcome] != w.moves || count[audit.KindResolution] != w.resolved {
+		w.t.Fatalf("history has %d claims, %d outcomes, %d resolutions; the answers were %d, %d, %d",
+			count[audit.KindClaim], count[audit.KindOutcome], count[audit.KindResolution], w.claims, w.moves, w.resolved)
+	}
+	if d.Status == audit.StatusDone && !slices.ContainsFunc(d.History, func(l audit.HistoryLine) bool {
+		return (l.Kind == audit.KindOutcome || l.Kind == audit.KindResolution) && l.Decision == "done"
+	}) {
+		w.t.Fatalf("done without a done outcome or resolution in the history")
+	}
+}
