@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-n8n test-quick bench build
+.PHONY: run test test-n8n test-quick bench bench-http bench-overload build
 
 run:
 	go run ./cmd/retryaudit
@@ -22,6 +22,18 @@ test-quick:
 
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./audit/
+
+# The service beside raw PostgreSQL, side by side in one run: pgbench of the
+# seed's one-statement claim, then HTTP claims, outcomes and error intake at
+# 1, 8, 32 and 64 clients on PostgreSQL and SQLite. BENCH_FLAGS passes flags
+# (e.g. BENCH_FLAGS="-duration 30s -clients 32").
+bench-http: build
+	go run ./cmd/retryaudit-bench http -bin bin/retryaudit $(BENCH_FLAGS)
+
+# Twice the measured claim capacity for 60 s: every answer must be 200, or
+# 503 with Retry-After within a second.
+bench-overload: build
+	go run ./cmd/retryaudit-bench overload -bin bin/retryaudit $(BENCH_FLAGS)
 
 build:
 	go build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/retryaudit ./cmd/retryaudit
