@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"time"
 )
 
 // Status is the state of a ledger entry.
@@ -101,4 +102,61 @@ func IdempotencyKey(source, eventID, item string) string {
 		h.Write([]byte(part))
 	}
 	return "ra_" + hex.EncodeToString(h.Sum(nil))[:40]
+}
+
+// Class says why a known key was presented again: what to do about a
+// redelivery depends on who sent it twice.
+type Class string
+
+// The classes of a redelivery. A first delivery and a resend within one
+// execution have none.
+const (
+	// ClassDoubleStart: the same delivery id (or, without ids, the same
+	// fingerprint) again within DoubleStartWindow from the same workflow:
+	// n8n started two executions for one call.
+	ClassDoubleStart Class = "n8n_double_start"
+	// ClassSenderRetry: the sender delivered the event again (a new
+	// delivery id, or the same one later): it retried, or someone resent.
+	ClassSenderRetry Class = "sender_retry"
+	// ClassParallelWorkflows: another workflow presented the key: two
+	// subscriptions, or an old version still active.
+	ClassParallelWorkflows Class = "parallel_workflows"
+	// ClassManualRetry: an n8n Retry of an execution that presented it.
+	ClassManualRetry Class = "manual_retry"
+	// ClassAfterFailure: it captured an entry left failed.
+	ClassAfterFailure Class = "after_failure"
+)
+
+// DoubleStartWindow is how close two deliveries of one call must be to be
+// taken for n8n starting twice (seen 20–155 ms apart).
+const DoubleStartWindow = 2 * time.Second
+
+// previousDelivery is what the service knows of the last execution that
+// presented a key, and whether another workflow ever did.
+type previousDelivery struct {
+	DeliveryID    string    `db:"delivery_id"`
+	WorkflowID    string    `db:"workflow_id"`
+	At            time.Time `db:"first_seen_at"`
+	OtherWorkflow bool      `db:"other_workflow"`
+}
+
+// classify says why a new execution presented a known key. fingerprintSame
+// reports that its fingerprint is the first one's (or either is missing).
+func classify(d Decision, lineage bool, prev previousDelivery, deliveryID string, fingerprintSame bool, now time.Time) Class {
+	switch {
+	case lineage:
+		return ClassManualRetry
+	case d == DecisionReclaimed:
+		return ClassAfterFailure
+	case prev.OtherWorkflow:
+		return ClassParallelWorkflows
+	}
+	soon := now.Sub(prev.At) <= DoubleStartWindow
+	switch {
+	case deliveryID != "" && deliveryID == prev.DeliveryID && soon:
+		return ClassDoubleStart
+	case deliveryID == "" && prev.DeliveryID == "" && fingerprintSame && soon:
+		return ClassDoubleStart
+	}
+	return ClassSenderRetry
 }

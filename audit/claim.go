@@ -21,6 +21,9 @@ type ClaimRequest struct {
 	RetryOf      string
 	Items        []string
 	Fingerprint  string
+	// DeliveryID is the sender's id of this delivery (a request or
+	// delivery id header), when it sends one.
+	DeliveryID string
 }
 
 // Validate checks every field and names each bad one.
@@ -37,6 +40,7 @@ func (r ClaimRequest) Validate() error {
 		f.Add("retry_of", "must name another execution than execution_id")
 	}
 	f.text("fingerprint", r.Fingerprint, false, MaxNameLen)
+	f.text("delivery_id", r.DeliveryID, false, MaxItemLen)
 	if len(r.Items) > MaxItems {
 		f.Add("items", fmt.Sprintf("must hold at most %d items", MaxItems))
 	}
@@ -54,6 +58,7 @@ type ClaimResult struct {
 	Decision            Decision
 	Status              Status
 	Delivery            Delivery
+	Class               Class // why a known key was presented again
 	Deliveries          int
 	HolderExecutionID   string
 	IdempotencyKey      string
@@ -236,9 +241,22 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	case len(c.chain) > 1:
 		res.Delivery = DeliveryManualRetry
 	}
+	if !c.created {
+		var prev previousDelivery
+		if _, err := c.s.namedGet(ctx, c.tx, &prev, "read deliveries", previousPresenter, map[string]any{
+			"source": c.req.Source, "event_id": c.req.EventID, "execution_id": c.req.ExecutionID,
+			"workflow_id": c.req.WorkflowID}); err != nil {
+			return err
+		}
+		same, err := c.sameFingerprint(ctx)
+		if err != nil {
+			return err
+		}
+		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, same, c.now)
+	}
 	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
 		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
-		Acted: res.Process}
+		Acted: res.Process, DeliveryID: c.req.DeliveryID, WorkflowID: c.req.WorkflowID, Class: string(res.Class)}
 	var id string
 	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", presentExecution, a)
 	if err != nil {
@@ -247,7 +265,7 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	if isNew {
 		a.New = 1
 	} else {
-		res.Delivery = DeliverySameExecution
+		res.Delivery, res.Class = DeliverySameExecution, ""
 	}
 	if !isNew && res.Process {
 		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", markActed, a); err != nil {
@@ -266,13 +284,26 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	return nil
 }
 
+// sameFingerprint reports whether the claim's fingerprint is the event's
+// first one, or one of them is missing.
+func (c *claimer) sameFingerprint(ctx context.Context) (bool, error) {
+	if c.req.Fingerprint == "" {
+		return true, nil
+	}
+	var first string
+	err := c.s.get(ctx, c.tx, &first, "read fingerprint",
+		`SELECT fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`, c.req.Source, c.req.EventID)
+	return first == "" || first == c.req.Fingerprint, err
+}
+
 // record writes the claim's history line and what follows from it.
 func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 	h := HistoryLine{
 		Source: c.req.Source, EventID: c.req.EventID, Kind: KindClaim,
 		ExecutionID: c.req.ExecutionID, RetryOf: c.req.RetryOf, WorkflowID: c.req.WorkflowID,
 		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
-		Decision: string(res.Decision), Delivery: string(res.Delivery), Status: string(res.Status),
+		Decision: string(res.Decision), Delivery: string(res.Delivery), Class: string(res.Class),
+		Status:  string(res.Status),
 		Message: claimMessage(res, c.chain, c.note),
 	}
 	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
@@ -349,6 +380,9 @@ type presentArgs struct {
 	Fingerprint string `db:"fingerprint"`
 	New         int    `db:"new"`
 	Acted       bool   `db:"acted"`
+	DeliveryID  string `db:"delivery_id"`
+	WorkflowID  string `db:"workflow_id"`
+	Class       string `db:"class"`
 }
 
 const (
@@ -357,14 +391,24 @@ const (
 	// outcome report presents it now).
 	// It also remembers whether the execution was told to act; markActed
 	// does when it was not new.
-	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, first_seen_at)
-		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :now)
+	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id,
+		workflow_id, class, first_seen_at)
+		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :delivery_id, :workflow_id, :class, :now)
 		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
-		acted = event_executions.acted OR excluded.acted
+		acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+		workflow_id = excluded.workflow_id, class = excluded.class
 		WHERE event_executions.role <> 'claim'
 		RETURNING execution_id`
 	markActed = `UPDATE event_executions SET acted = true
 		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
+	// previousPresenter reads the last execution that presented the key,
+	// and whether one of another workflow ever did.
+	previousPresenter = `SELECT ee.delivery_id, ee.workflow_id, ee.first_seen_at,
+		EXISTS (SELECT 1 FROM event_executions o WHERE o.source = ee.source AND o.event_id = ee.event_id
+			AND o.role = 'claim' AND o.workflow_id <> '' AND :workflow_id <> '' AND o.workflow_id <> :workflow_id) AS other_workflow
+		FROM event_executions ee
+		WHERE ee.source = :source AND ee.event_id = :event_id AND ee.role = 'claim' AND ee.execution_id <> :execution_id
+		ORDER BY ee.first_seen_at DESC LIMIT 1`
 	// countDelivery counts a new presenter and keeps the first fingerprint.
 	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
 		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END

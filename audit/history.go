@@ -35,6 +35,7 @@ type HistoryLine struct {
 	Node         string    `db:"node" json:"node,omitempty"`
 	Decision     string    `db:"decision" json:"decision,omitempty"`
 	Delivery     string    `db:"delivery" json:"delivery,omitempty"`
+	Class        string    `db:"class" json:"redelivery_class,omitempty"`
 	Status       string    `db:"status" json:"status,omitempty"`
 	Actor        string    `db:"actor" json:"actor,omitempty"`
 	Message      string    `db:"message" json:"message,omitempty"`
@@ -43,9 +44,9 @@ type HistoryLine struct {
 }
 
 const insertHistory = `INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of,
-	workflow_id, workflow_name, node, decision, delivery, status, actor, message, crm_ref, error_id)
+	workflow_id, workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id)
 	VALUES (:source, :event_id, :item, :at, :kind, :execution_id, :retry_of,
-	:workflow_id, :workflow_name, :node, :decision, :delivery, :status, :actor, :message, :crm_ref, :error_id)
+	:workflow_id, :workflow_name, :node, :decision, :delivery, :class, :status, :actor, :message, :crm_ref, :error_id)
 	RETURNING id`
 
 // addHistory writes one history line and returns its id.
@@ -53,7 +54,7 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now 
 	arg := map[string]any{
 		"source": h.Source, "event_id": h.EventID, "item": h.Item, "at": s.d.t(now), "kind": h.Kind,
 		"execution_id": h.ExecutionID, "retry_of": h.RetryOf, "workflow_id": h.WorkflowID,
-		"workflow_name": h.WorkflowName, "node": h.Node, "decision": h.Decision, "delivery": h.Delivery,
+		"workflow_name": h.WorkflowName, "node": h.Node, "decision": h.Decision, "delivery": h.Delivery, "class": h.Class,
 		"status": h.Status, "actor": h.Actor, "message": h.Message, "crm_ref": h.CRMRef, "error_id": h.ErrorID,
 	}
 	var id int64
@@ -66,7 +67,7 @@ func (s *Store) history(ctx context.Context, q any, source, eventID string) ([]H
 	var lines []HistoryLine
 	err := s.selectAll(ctx, q, &lines, "read history",
 		`SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-		node, decision, delivery, status, actor, message, crm_ref, error_id
+		node, decision, delivery, class, status, actor, message, crm_ref, error_id
 		FROM event_history WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID)
 	return lines, err
 }

@@ -43,10 +43,14 @@ type Item struct {
 // EventExecution is an execution that touched an event, and how.
 type EventExecution struct {
 	Execution
-	Role      string    `db:"role"`
-	Delivery  string    `db:"delivery"`
-	Acted     bool      `db:"acted"` // it was told to process the event at least once
-	TouchedAt time.Time `db:"touched_at"`
+	Role     string `db:"role"`
+	Delivery string `db:"delivery"`
+	Acted    bool   `db:"acted"` // it was told to process the event at least once
+	// DeliveryID and Class: the sender's delivery id it came with, and why
+	// it presented a known key.
+	DeliveryID string    `db:"delivery_id"`
+	Class      string    `db:"class"`
+	TouchedAt  time.Time `db:"touched_at"`
 }
 
 // EventDetail is everything known about one event.
@@ -99,7 +103,8 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail,
 	}
 	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", `SELECT x.execution_id, x.workflow_id,
 		x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note,
-		x.first_seen_at, x.last_seen_at, ee.role, ee.delivery, ee.acted, ee.first_seen_at AS touched_at
+		x.first_seen_at, x.last_seen_at, ee.role, ee.delivery, ee.acted, ee.delivery_id, ee.class,
+		ee.first_seen_at AS touched_at
 		FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
 		WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id`,
 		source, eventID); err != nil {

@@ -14,6 +14,7 @@ type claimResponse struct {
 	Decision            audit.Decision  `json:"decision"`
 	Status              audit.Status    `json:"status"`
 	Delivery            audit.Delivery  `json:"delivery"`
+	Class               audit.Class     `json:"redelivery_class,omitempty"`
 	Deliveries          int             `json:"deliveries"`
 	HolderExecutionID   string          `json:"holder_execution_id"`
 	IdempotencyKey      string          `json:"idempotency_key"`
@@ -42,6 +43,7 @@ func (h *Handler) claim(c *gin.Context) {
 		Source: o.str("source"), EventID: o.str("event_id"), ExecutionID: o.id("execution_id"),
 		WorkflowID: o.id("workflow_id"), WorkflowName: o.str("workflow_name"), Node: o.str("node"),
 		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
+		DeliveryID: o.str("delivery_id"),
 	}
 	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)
@@ -54,7 +56,7 @@ func (h *Handler) claim(c *gin.Context) {
 	}
 	c.Set(logDecision, string(res.Decision))
 	out := claimResponse{
-		Process: res.Process, Decision: res.Decision, Status: res.Status, Delivery: res.Delivery,
+		Process: res.Process, Decision: res.Decision, Status: res.Status, Delivery: res.Delivery, Class: res.Class,
 		Deliveries: res.Deliveries, HolderExecutionID: res.HolderExecutionID, IdempotencyKey: res.IdempotencyKey,
 		EventURL: h.links.Event(req.Source, req.EventID), FingerprintMismatch: res.FingerprintMismatch,
 		Items: []itemClaimJSON{}, LineageNote: res.LineageNote,

@@ -57,6 +57,8 @@ type executionJSON struct {
 	Root         string `json:"root_execution_id"`
 	Role         string `json:"role"`
 	Delivery     string `json:"delivery,omitempty"`
+	Class        string `json:"redelivery_class,omitempty"`
+	DeliveryID   string `json:"delivery_id,omitempty"`
 	N8NURL       string `json:"n8n_url,omitempty"`
 	Note         string `json:"lineage_note,omitempty"`
 }
@@ -113,7 +115,7 @@ func (h *Handler) getEvent(c *gin.Context) {
 	for _, x := range d.Executions {
 		out.Executions = append(out.Executions, executionJSON{ExecutionID: x.ID, WorkflowID: x.WorkflowID,
 			WorkflowName: x.WorkflowName, Mode: x.Mode, RetryOf: x.RetryOf, Root: x.Root, Role: x.Role,
-			Delivery: x.Delivery, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL), Note: x.Note})
+			Delivery: x.Delivery, Class: x.Class, DeliveryID: x.DeliveryID, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL), Note: x.Note})
 	}
 	for _, e := range d.Errors {
 		out.Errors = append(out.Errors, errorJSON{ID: e.ID, Kind: e.Kind, ExecutionID: e.ExecutionID, Node: e.Node,
