@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -27,9 +28,10 @@ const (
 // other run's (n8n and the CRM are shared).
 type run struct {
 	*suite
-	svc    *service
-	prefix string
-	n      int
+	svc        *service
+	prefix     string
+	n          int
+	deliveries atomic.Int64
 }
 
 func (r *run) newID() string {
@@ -44,7 +46,8 @@ func orderBody(id string) map[string]any {
 // deliver posts an order to a sender's webhook, as the sender does.
 func (r *run) deliver(t *testing.T, path, id string) (int, map[string]any) {
 	t.Helper()
-	return r.n8n.webhook(t, path, orderBody(id), map[string]string{"X-Delivery-Id": "d-" + id})
+	n := r.deliveries.Add(1) // the sender sends a new delivery id with each delivery
+	return r.n8n.webhook(t, path, orderBody(id), map[string]string{"X-Delivery-Id": fmt.Sprintf("d-%s-%d", id, n)})
 }
 
 // ledger reads an event over /v1; it must exist.

@@ -143,7 +143,7 @@ func TestOrdersWorkflow(t *testing.T) {
 	}
 	claim := checkCall(t, w, "Claim event", "/v1/claims")
 	for _, field := range []string{`"source": {{ JSON.stringify($json.source) }}`, `"event_id"`, `$execution.id`,
-		`$workflow.id`, `"fingerprint"`} {
+		`$workflow.id`, `"fingerprint"`, `"delivery_id": {{ JSON.stringify($json.delivery_id) }}`} {
 		if !strings.Contains(claim["jsonBody"].(string), field) {
 			t.Errorf("the claim body lacks %s", field)
 		}
