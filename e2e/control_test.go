@@ -172,6 +172,12 @@ func (r *run) sameBodyTwice(t *testing.T) {
 	if e.Status != "done" || e.Deliveries != 2 || e.CRMRef != o.ID || strings.Join(e.decisions(), ",") != "claimed,duplicate" {
 		t.Errorf("ledger: status %s, deliveries %d, crm_ref %q, decisions %v", e.Status, e.Deliveries, e.CRMRef, e.decisions())
 	}
+	for _, x := range e.Executions {
+		if x.Role == "claim" && !strings.HasPrefix(x.DeliveryID, "d-"+id+"-") {
+			t.Errorf("execution %s was recorded with delivery id %q: the Event node's delivery_id did not reach the claim",
+				x.ExecutionID, x.DeliveryID)
+		}
+	}
 	if page := r.svc.eventPage(t, "shop", id); !strings.Contains(page, o.ID) || !strings.Contains(page, "done") {
 		t.Error("the audit row shows neither the CRM reference nor done")
 	}

@@ -127,6 +127,7 @@ type ledgerEvent struct {
 		RetryOf     string `json:"retry_of"`
 		Role        string `json:"role"`
 		N8NURL      string `json:"n8n_url"`
+		DeliveryID  string `json:"delivery_id"`
 	} `json:"executions"`
 	Errors []struct {
 		Kind        string `json:"kind"`
