@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-n8n test-quick bench bench-http bench-overload build
+.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build
 
 run:
 	go run ./cmd/retryaudit
@@ -22,6 +22,14 @@ test-quick:
 
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./audit/
+	go test -run '^$$' -bench ClaimDuringFailedSignIns -benchtime 1000x ./handlers/
+
+# The fuzz targets of make test, for longer: make fuzz FUZZTIME=5m
+FUZZTIME ?= 1m
+fuzz:
+	for t in audit:FuzzRedactText audit:FuzzRedact audit:FuzzParseErrorPayload \
+	  handlers:FuzzClaimDecoder handlers:FuzzOutcomeDecoder handlers:FuzzErrorBody; do \
+	  go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; done
 
 # The service beside raw PostgreSQL, side by side in one run: pgbench of the
 # seed's one-statement claim, then HTTP claims, outcomes and error intake at

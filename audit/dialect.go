@@ -21,6 +21,10 @@ type dialect struct {
 	// leaseOutbox leases due outbox rows; PostgreSQL skips the rows another
 	// instance is leasing at the same moment.
 	leaseOutbox string
+	// lockBatch ends the query that picks a batch for retention: PostgreSQL
+	// locks it (skipping rows others hold) so that it stays what was
+	// picked; SQLite has one writer, the batch cannot move.
+	lockBatch string
 	// uniqueKey counts the unique indexes on exactly (source, event_id) of
 	// webhook_events.
 	uniqueKey string
@@ -29,6 +33,7 @@ type dialect struct {
 var (
 	postgresDialect = dialect{name: "postgres", driver: "postgres", goose: goose.DialectPostgres,
 		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED"),
+		lockBatch:   " FOR UPDATE SKIP LOCKED",
 		uniqueKey: `SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
 			AND i.indisunique AND i.indnkeyatts = 2 AND i.indpred IS NULL
 			AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
@@ -62,6 +67,9 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 			return dialect{}, "", "", fmt.Errorf("audit: create data dir: %w", err)
 		}
 		path := filepath.Join(dataDir, "retryaudit.db")
+		if err := privateFile(path); err != nil {
+			return dialect{}, "", "", err
+		}
 		return sqliteDialect, sqliteDSN(path), path, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
@@ -70,6 +78,9 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return dialect{}, "", "", fmt.Errorf("audit: create directory for %s: %w", path, err)
+		}
+		if err := privateFile(path); err != nil {
+			return dialect{}, "", "", err
 		}
 		return sqliteDialect, sqliteDSN(path), path, nil
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -85,6 +96,24 @@ func dataSource(rawURL, dataDir string) (dialect, string, string, error) {
 		return postgresDialect, u.String(), u.Redacted(), nil
 	}
 	return dialect{}, "", "", fmt.Errorf("audit: database URL must start with postgres://, postgresql:// or sqlite:")
+}
+
+// privateFile creates the SQLite file with mode 0600 before SQLite opens it
+// (SQLite would create it 0644, and its -wal and -shm files take the
+// database's mode), and narrows an existing file that others could read.
+func privateFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("audit: open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil && st.Mode().Perm()&0o077 != 0 {
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			os.Chmod(p, 0o600) // best effort: a file of another owner stays as it is
+		}
+	}
+	return nil
 }
 
 // sqliteDSN opens the file in WAL mode with foreign keys on, waits up to five

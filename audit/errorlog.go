@@ -41,6 +41,7 @@ type ErrorRecord struct {
 	Payload          string         `db:"payload"`
 	PayloadTruncated bool           `db:"payload_truncated"`
 	PayloadDropped   bool           `db:"payload_dropped"`
+	Note             string         `db:"intake_note"`
 	LinkedSource     sql.NullString `db:"source"`
 	LinkedEventID    sql.NullString `db:"event_id"`
 }
@@ -62,15 +63,22 @@ type ErrorResult struct {
 
 const insertError = `INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of,
 	root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
-	payload_truncated)
+	payload_truncated, intake_note)
 	VALUES (:dedupe_key, :now, :kind, :execution_id, :retry_of, :root, :workflow_id, :workflow_name,
-	:mode, :node, :message, :http_code, :url, :payload, :truncated)
+	:mode, :node, :message, :http_code, :url, :payload, :truncated, :note)
 	ON CONFLICT (dedupe_key) DO NOTHING
 	RETURNING id`
 
-const selectError = `SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
-	workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload, payload_truncated,
-	payload_dropped, source, event_id FROM n8n_errors`
+// selectError reads errors without their payloads (up to 64 KiB each):
+// lists, an event's errors and the intake's lookups need only the summary.
+// Only the error's own page reads the payload (selectErrorPayload).
+const (
+	errorColumns = `id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
+	workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
+	payload_dropped, intake_note, source, event_id`
+	selectError        = `SELECT ` + errorColumns + ` FROM n8n_errors`
+	selectErrorPayload = `SELECT ` + errorColumns + `, payload FROM n8n_errors`
+)
 
 // RecordError stores an error report once per execution (or per identical
 // payload), records the execution's lineage, links the error to the event
@@ -78,6 +86,7 @@ const selectError = `SELECT id, dedupe_key, received_at, kind, execution_id, ret
 // all in one transaction. A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
 func (s *Store) RecordError(ctx context.Context, r ErrorReport) (ErrorResult, error) {
+	r = r.stored()
 	var res ErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
@@ -115,7 +124,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now
 		"dedupe_key": r.DedupeKey, "now": s.d.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
 		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
 		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
-		"payload": r.Payload, "truncated": r.Truncated,
+		"payload": r.Payload, "truncated": r.Truncated, "note": r.Note,
 	}
 	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", insertError, arg)
 	if err != nil {
@@ -369,10 +378,10 @@ func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) 
 	return known, err
 }
 
-// Error returns one error record.
+// Error returns one error record with its payload.
 func (s *Store) Error(ctx context.Context, id int64) (ErrorRecord, error) {
 	var e ErrorRecord
-	err := s.get(ctx, s.db, &e, "read error", selectError+` WHERE id = ?`, id)
+	err := s.get(ctx, s.db, &e, "read error", selectErrorPayload+` WHERE id = ?`, id)
 	if isNoRows(err) {
 		return e, errorf(CodeNotFound, "no error %d", id)
 	}

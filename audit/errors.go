@@ -76,8 +76,14 @@ func dbError(op string, err error) error {
 		return err
 	}
 	code := CodeInternal
-	if unavailable(err) {
+	switch {
+	case locked(err):
+		return &Error{Code: CodeUnavailable, Message: op + ": " + ErrLocked.Error(), Err: errors.Join(ErrLocked, err)}
+	case unavailable(err):
 		code = CodeUnavailable
+	case refusedValue(err):
+		// Validation should have caught it; a 422 is still the truth.
+		return &Error{Code: CodeInvalid, Message: "the database refused a value (" + op + ")", Err: err}
 	}
 	return &Error{Code: code, Message: op, Err: err}
 }
@@ -103,13 +109,29 @@ func unavailable(err error) bool {
 	var liteErr *sqlite.Error
 	if errors.As(err, &liteErr) {
 		switch liteErr.Code() & 0xff {
-		case 5, 6, 7, 8, 10, 13, 14: // BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN
+		case 5, 6, 7, 8, 9, 10, 13, 14: // BUSY, LOCKED, NOMEM, READONLY, INTERRUPT (a deadline), IOERR, FULL, CANTOPEN
 			return true
 		}
 		return false
 	}
 	// database/sql reports a closed pool with an unexported error.
 	return strings.Contains(err.Error(), "sql: database is closed")
+}
+
+// ErrLocked is in the chain of an unavailable error when a row stayed
+// locked by another session for longer than the lock timeout.
+var ErrLocked = errors.New("the row is locked by another database session (lock_timeout)")
+
+func locked(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "55P03"
+}
+
+// refusedValue reports a PostgreSQL data exception (class 22: a byte
+// sequence it cannot store, a value out of range).
+func refusedValue(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code.Class() == "22"
 }
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

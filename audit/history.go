@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -62,12 +63,46 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h HistoryLine, now 
 	return id, err
 }
 
-// history returns an event's lines, oldest first.
-func (s *Store) history(ctx context.Context, q any, source, eventID string) ([]HistoryLine, error) {
+const selectHistory = `SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id,
+	workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id FROM event_history`
+
+// historyPage reads one page of an event's lines (newest first from the
+// index, returned oldest first), the counts by kind and the refused
+// reports.
+func (s *Store) historyPage(ctx context.Context, q any, d *EventDetail, p HistoryPage) error {
 	var lines []HistoryLine
-	err := s.selectAll(ctx, q, &lines, "read history",
-		`SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-		node, decision, delivery, class, status, actor, message, crm_ref, error_id
-		FROM event_history WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID)
-	return lines, err
+	if err := s.selectAll(ctx, q, &lines, "read history", selectHistory+
+		` WHERE source = ? AND event_id = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+		d.Source, d.EventID, p.Before, p.Limit+1); err != nil {
+		return err
+	}
+	if len(lines) > p.Limit {
+		lines = lines[:p.Limit]
+		d.HistoryNext = lines[p.Limit-1].ID
+	}
+	slices.Reverse(lines)
+	d.History = lines
+	var counts []struct {
+		Kind string `db:"kind"`
+		N    int    `db:"n"`
+	}
+	if err := s.selectAll(ctx, q, &counts, "count history", `SELECT kind, count(*) AS n FROM event_history
+		WHERE source = ? AND event_id = ? GROUP BY kind`, d.Source, d.EventID); err != nil {
+		return err
+	}
+	d.HistoryCounts = map[string]int{}
+	for _, c := range counts {
+		d.HistoryCounts[c.Kind] = c.N
+		d.HistoryTotal += c.N
+	}
+	if d.HistoryCounts[KindNotHolder] == 0 {
+		return nil
+	}
+	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", selectHistory+
+		` WHERE source = ? AND event_id = ? AND kind = ? ORDER BY id DESC LIMIT 20`,
+		d.Source, d.EventID, KindNotHolder); err != nil {
+		return err
+	}
+	slices.Reverse(d.Refused)
+	return nil
 }

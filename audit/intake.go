@@ -42,6 +42,24 @@ type ErrorReport struct {
 	URL          string // execution.url as n8n built it
 	Payload      string // redacted JSON, capped
 	Truncated    bool
+	// Note says what the intake changed to record the payload: replaced
+	// bytes, a body cut at the size limit.
+	Note string
+}
+
+// NoteCleaned is the note of a report whose text held NUL or invalid
+// UTF-8, which PostgreSQL cannot store.
+const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replaced by U+FFFD"
+
+// AddNote adds a note, once.
+func (r *ErrorReport) AddNote(note string) {
+	switch {
+	case strings.Contains(r.Note, note):
+	case r.Note == "":
+		r.Note = note
+	default:
+		r.Note += "; " + note
+	}
 }
 
 // ParseErrorPayload reads an Error Trigger item as n8n emits it. Every JSON
@@ -50,7 +68,16 @@ type ErrorReport struct {
 // its turn and nobody hears of either. raw is the body as received, v the
 // same body decoded (with json.Number for numbers).
 func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
+	return ParseErrorBody(sha256.Sum256(raw), v)
+}
+
+// ParseErrorBody is ParseErrorPayload for a body that was read as a stream:
+// sum is the SHA-256 of its bytes, v what was kept of it.
+func ParseErrorBody(sum [32]byte, v map[string]any) ErrorReport {
 	r := ErrorReport{}
+	if _, cleaned := cleanValue(v); cleaned {
+		r.AddNote(NoteCleaned)
+	}
 	wf, _ := v["workflow"].(map[string]any)
 	r.WorkflowID, r.WorkflowName = idString(wf["id"]), str(wf["name"])
 	exec, _ := v["execution"].(map[string]any)
@@ -87,7 +114,10 @@ func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
 	if r.Message == "" {
 		r.Message = defaultMessage(r.Kind, v)
 	}
-	r.Message = Truncate(r.Message, MaxMessageLen)
+	// n8n quotes the request and the answer in its messages: credentials
+	// included.
+	r.Message = Truncate(RedactText(r.Message), MaxMessageLen)
+	r.URL = RedactText(r.URL)
 	for _, f := range []*string{&r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.HTTPCode} {
 		*f = Truncate(*f, MaxIDLen)
 	}
@@ -101,7 +131,6 @@ func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
 	case ErrorTest:
 		r.DedupeKey = "test:" + r.ExecutionID
 	default:
-		sum := sha256.Sum256(raw)
 		r.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	return r
@@ -120,6 +149,23 @@ func defaultMessage(kind string, v map[string]any) string {
 		return fmt.Sprintf("n8n sent a payload of an unknown shape (keys: %s)", strings.Join(keys, ", "))
 	}
 	return "n8n sent no error message"
+}
+
+// stored returns the report as the store keeps it, whoever built it: every
+// text valid UTF-8 without NUL, the message and the URL redacted.
+func (r ErrorReport) stored() ErrorReport {
+	cleaned := false
+	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
+		&r.Mode, &r.Node, &r.Message, &r.HTTPCode, &r.URL, &r.Payload, &r.Note} {
+		var c bool
+		*f, c = CleanText(*f)
+		cleaned = cleaned || c
+	}
+	if cleaned {
+		r.AddNote(NoteCleaned)
+	}
+	r.Message, r.URL = RedactText(r.Message), RedactText(r.URL)
+	return r
 }
 
 // storedPayload redacts the payload and caps its size. A capped payload is

@@ -281,6 +281,9 @@ func (s *Store) otherHolder(ctx context.Context, k lineageKey) (string, error) {
 // executions that retry it.
 func (s *Store) Lineage(ctx context.Context, id string) (Execution, []Execution, []Execution, error) {
 	var x Execution
+	if err := ValidateExecutionID(id); err != nil {
+		return x, nil, nil, err
+	}
 	err := s.get(ctx, s.db, &x, "read execution", selectExecution+` WHERE execution_id = ?`, id)
 	if isNoRows(err) {
 		return x, nil, nil, errorf(CodeNotFound, "no execution %s", id)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -16,18 +17,47 @@ type Links struct {
 }
 
 // Event returns the audit row of an event. Both parts are escaped as path
-// segments, so ids with '/', '%', spaces or any Unicode round-trip.
+// segments, so ids with '/', '%', spaces or any Unicode round-trip. A part
+// that browsers (and Slack, and curl) would resolve as a dot segment, "."
+// or "..", cannot stand in a path however it is escaped (%2E is a dot to
+// them too): such a key is linked as /events/~/{base64url source}/{base64url
+// id}; "~" is no valid source.
 func (l Links) Event(source, eventID string) string {
+	if dotSegment(source) || dotSegment(eventID) {
+		return l.BaseURL + "/events/" + EncodedKeyMark + "/" + base64.RawURLEncoding.EncodeToString([]byte(source)) +
+			"/" + base64.RawURLEncoding.EncodeToString([]byte(eventID))
+	}
 	return l.BaseURL + "/events/" + url.PathEscape(source) + "/" + url.PathEscape(eventID)
 }
+
+// EncodedKeyMark stands in the source's place of an event link whose parts
+// are base64url-encoded.
+const EncodedKeyMark = "~"
+
+// DecodeEventPath reads the rest of an /events/~/… path.
+func DecodeEventPath(rest string) (string, string, bool) {
+	s64, id64, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", "", false
+	}
+	source, err1 := base64.RawURLEncoding.DecodeString(s64)
+	eventID, err2 := base64.RawURLEncoding.DecodeString(id64)
+	return string(source), string(eventID), err1 == nil && err2 == nil
+}
+
+func dotSegment(s string) bool { return s == "." || s == ".." }
 
 // Error returns the page of an error record.
 func (l Links) Error(id int64) string {
 	return l.BaseURL + "/errors/" + strconv.FormatInt(id, 10)
 }
 
-// Execution returns the service's page of an execution.
+// Execution returns the service's page of an execution; an id that is a
+// dot segment is linked as /exec/{base64url id}.
 func (l Links) Execution(id string) string {
+	if dotSegment(id) {
+		return l.BaseURL + "/exec/" + base64.RawURLEncoding.EncodeToString([]byte(id))
+	}
 	return l.BaseURL + "/executions/" + url.PathEscape(id)
 }
 

@@ -37,3 +37,26 @@ func TestCRMLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestDotIDLinks: ids that browsers resolve as dot segments get links that
+// survive it, and the handlers read them back.
+func TestDotIDLinks(t *testing.T) {
+	l := audit.Links{BaseURL: "https://ra.example"}
+	for _, tc := range []struct{ source, id string }{{"shop", "."}, {"shop", ".."}, {"..", "order-1"}, {".", "."}} {
+		link := l.Event(tc.source, tc.id)
+		rest, ok := strings.CutPrefix(link, "https://ra.example/events/~/")
+		if !ok || strings.Contains(link, "/./") || strings.Contains(link, "/../") || strings.HasSuffix(link, "/.") || strings.HasSuffix(link, "/..") {
+			t.Errorf("Event(%q, %q) = %s", tc.source, tc.id, link)
+			continue
+		}
+		if s, id, ok := audit.DecodeEventPath(rest); !ok || s != tc.source || id != tc.id {
+			t.Errorf("%s decodes to %q %q", link, s, id)
+		}
+	}
+	if got := l.Event("shop", "a.b"); got != "https://ra.example/events/shop/a.b" {
+		t.Errorf("an ordinary id: %s", got)
+	}
+	if got := l.Execution(".."); got != "https://ra.example/exec/Li4" {
+		t.Errorf("Execution(..) = %s", got)
+	}
+}

@@ -56,12 +56,36 @@ type EventExecution struct {
 // EventDetail is everything known about one event.
 type EventDetail struct {
 	Event
-	Items      []Item
-	History    []HistoryLine
-	Executions []EventExecution
-	Errors     []ErrorRecord
-	Alerts     []OutboxRow
+	Items []Item
+	// History is one page of the event's lines: the newest ones older than
+	// the page's cursor, oldest first. HistoryNext continues before it (0
+	// on the last page); HistoryCounts counts every line by kind.
+	History       []HistoryLine
+	HistoryNext   int64
+	HistoryTotal  int
+	HistoryCounts map[string]int
+	// Refused holds the newest refused reports (not_holder), oldest first,
+	// whatever page History shows: a person confirms them.
+	Refused []HistoryLine
+	// Executions, Errors and Alerts are the first (oldest) MaxListed of
+	// each; the totals count them all.
+	Executions      []EventExecution
+	Errors          []ErrorRecord
+	Alerts          []OutboxRow
+	ExecutionsTotal int
+	ErrorsTotal     int
+	AlertsTotal     int
 }
+
+// HistoryPage selects a page of an event's history.
+type HistoryPage struct {
+	Before int64 // a HistoryNext; 0 for the newest lines
+	Limit  int   // 1 to 500; 0 for 100
+}
+
+// MaxListed bounds the executions, errors and alerts read with an event: a
+// key redelivered ten thousand times must not make a page of megabytes.
+const MaxListed = 200
 
 // selectEvent reads events; its one parameter is the review cutoff.
 const selectEvent = `SELECT source, event_id, status, created_at, updated_at, last_seen_at, holder_execution_id,
@@ -69,10 +93,21 @@ const selectEvent = `SELECT source, event_id, status, created_at, updated_at, la
 	CASE WHEN status = 'processing' AND (review_reason <> '' OR updated_at < ?) THEN 1 ELSE 0 END AS needs_review
 	FROM webhook_events`
 
-// Event returns one event with its items, history, executions, errors and
-// alerts.
+// Event returns one event with its items, the newest page of its history,
+// and its executions, errors and alerts.
 func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail, error) {
+	return s.EventPage(ctx, source, eventID, HistoryPage{})
+}
+
+// EventPage is Event with the page of history that p selects.
+func (s *Store) EventPage(ctx context.Context, source, eventID string, p HistoryPage) (EventDetail, error) {
 	var d EventDetail
+	if p.Limit <= 0 || p.Limit > 500 {
+		p.Limit = 100
+	}
+	if p.Before <= 0 {
+		p.Before = 1<<63 - 1
+	}
 	var tx any = s.db
 	if s.d.name == "postgres" {
 		// One snapshot for the event and its lines. (SQLite's transactions
@@ -98,7 +133,7 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail,
 		source, eventID); err != nil {
 		return d, err
 	}
-	if d.History, err = s.history(ctx, tx, source, eventID); err != nil {
+	if err := s.historyPage(ctx, tx, &d, p); err != nil {
 		return d, err
 	}
 	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", `SELECT x.execution_id, x.workflow_id,
@@ -106,17 +141,40 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (EventDetail,
 		x.first_seen_at, x.last_seen_at, ee.role, ee.delivery, ee.acted, ee.delivery_id, ee.class,
 		ee.first_seen_at AS touched_at
 		FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
-		WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id`,
-		source, eventID); err != nil {
+		WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id LIMIT ?`,
+		source, eventID, MaxListed); err != nil {
 		return d, err
 	}
 	if err := s.selectAll(ctx, tx, &d.Errors, "read errors", selectError+
-		` WHERE source = ? AND event_id = ? ORDER BY id`, source, eventID); err != nil {
+		` WHERE source = ? AND event_id = ? ORDER BY id LIMIT ?`, source, eventID, MaxListed); err != nil {
 		return d, err
 	}
-	err = s.selectAll(ctx, tx, &d.Alerts, "read alerts", selectOutbox+
-		` WHERE thread_key = ? ORDER BY id`, EventThread(source, eventID))
-	return d, err
+	if err := s.selectAll(ctx, tx, &d.Alerts, "read alerts", selectOutbox+
+		` WHERE thread_key = ? ORDER BY id LIMIT ?`, EventThread(source, eventID), MaxListed); err != nil {
+		return d, err
+	}
+	d.ExecutionsTotal, d.ErrorsTotal, d.AlertsTotal = len(d.Executions), len(d.Errors), len(d.Alerts)
+	for _, c := range []struct {
+		n     *int
+		query string
+		arg   string
+	}{
+		{&d.ExecutionsTotal, `SELECT count(*) FROM event_executions WHERE source = ? AND event_id = ?`, eventID},
+		{&d.ErrorsTotal, `SELECT count(*) FROM n8n_errors WHERE source = ? AND event_id = ?`, eventID},
+	} {
+		if *c.n == MaxListed {
+			if err := s.get(ctx, tx, c.n, "count", c.query, source, c.arg); err != nil {
+				return d, err
+			}
+		}
+	}
+	if d.AlertsTotal == MaxListed {
+		if err := s.get(ctx, tx, &d.AlertsTotal, "count alerts", `SELECT count(*) FROM outbox WHERE thread_key = ?`,
+			EventThread(source, eventID)); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
 }
 
 func (s *Store) reviewCutoff() time.Time { return s.now().Add(-s.reviewAfter) }
@@ -149,6 +207,9 @@ var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // event_id), and the index on those columns finds the next page directly
 // however deep it is.
 func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
+	if err := f.Validate(); err != nil {
+		return EventPage{}, err
+	}
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}

@@ -1,60 +1,98 @@
 package audit
 
-import (
-	"net/url"
-	"regexp"
-	"strings"
-)
+import "strings"
 
 // Redacted replaces every credential the service finds in what n8n sends.
 const Redacted = "[redacted]"
 
-// sensitiveName matches keys, header names and query parameters that carry
-// credentials. It errs on the side of hiding: a hidden harmless value costs
-// nothing, a stored token costs a rotation.
-var sensitiveName = regexp.MustCompile(`(?i)(authorization|cookie|api[-_]?key|apikey|token|passw(or)?d|pwd|secret|` +
-	`credential|signature|private[-_]?key|session|x-[a-z0-9-]*-key$)`)
-
-var (
-	// A scheme and its credentials inside any string: "Bearer abc", "Basic abc".
-	authScheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}`)
-	// "password": "x" and password=x inside a string that holds JSON or a form.
-	jsonSecret = regexp.MustCompile(`(?i)("[^"]*(?:token|passw(?:or)?d|secret|api[-_]?key|authorization)[^"]*"\s*:\s*)"(?:[^"\\]|\\.)*"`)
-)
-
 // Redact returns v (decoded JSON) with credentials replaced. It does not
-// modify v.
-func Redact(v any) any {
+// modify v. Structure decides first: every value under a key named like a
+// credential, every header whose name is not on the allow-list of harmless
+// headers, and the value of every n8n name/value parameter whose name is
+// secret-like. Every remaining string then passes RedactText.
+func Redact(v any) any { return redactValue(v, false) }
+
+// redactValue walks v; headers says that v is (inside) a header collection,
+// where only allow-listed names keep their values.
+func redactValue(v any, headers bool) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		named, _ := t["name"].(string)
+		name, _ := t["name"].(string)
 		for k, val := range t {
 			switch {
-			case sensitiveName.MatchString(k) && !empty(val):
+			case headers && k == "value" && name != "":
+				// n8n's headerParameters: {"name": "Authorization", "value": "…"}
+				out[k] = redactHeader(name, val)
+			case headers && k != "name" && k != "parameters" && k != "value":
+				out[k] = redactHeader(k, val)
+			case SensitiveName(k) && !empty(val):
 				out[k] = Redacted
-			case k == "value" && sensitiveName.MatchString(named) && !empty(val):
-				// n8n's header, query and body parameters: {"name": "Authorization", "value": "…"}
+			case k == "value" && SensitiveName(name) && !empty(val):
+				// n8n's query and body parameters, same shape as headers
 				out[k] = Redacted
 			default:
-				out[k] = Redact(val)
+				out[k] = redactValue(val, headers || headerKey(k))
 			}
 		}
 		return out
 	case []any:
 		out := make([]any, len(t))
 		for i, val := range t {
-			out[i] = Redact(val)
+			out[i] = redactValue(val, headers)
 		}
 		return out
 	case string:
-		return redactString(t)
+		return RedactText(t)
 	}
 	return v
 }
 
+// redactHeader keeps the value of an allow-listed header (still passed
+// through RedactText: a Location or Referer may carry a token) and hides
+// every other one.
+func redactHeader(name string, v any) any {
+	if empty(v) {
+		return v
+	}
+	if harmlessHeaders[strings.ToLower(strings.TrimSpace(name))] {
+		return redactValue(v, false)
+	}
+	return Redacted
+}
+
+// headerKey reports a key whose value is a collection of headers: the
+// request's headers, a response's, n8n's headerParameters.
+func headerKey(k string) bool {
+	switch strings.ToLower(k) {
+	case "headers", "header", "headerparameters", "rawheaders", "responseheaders", "requestheaders":
+		return true
+	}
+	return false
+}
+
+// harmlessHeaders are the header names whose values are kept; every other
+// header's value is hidden, since new credential headers appear all the time
+// (Ocp-Apim-Subscription-Key, X-Shopify-Access-Token, …).
+var harmlessHeaders = wordSet(`accept accept-charset accept-encoding accept-language accept-ranges age
+		cache-control connection content-disposition content-encoding content-language content-length
+		content-location content-range content-type date etag expect expires host if-match if-modified-since
+		if-none-match if-range if-unmodified-since keep-alive last-modified location origin pragma range referer
+		retry-after server te traceparent tracestate trailer transfer-encoding upgrade user-agent vary via warning
+		x-request-id x-correlation-id x-forwarded-for x-forwarded-host x-forwarded-proto x-ratelimit-limit
+		x-ratelimit-remaining x-ratelimit-reset x-content-type-options x-frame-options`)
+
+func wordSet(words string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		set[w] = true
+	}
+	return set
+}
+
 // empty reports a value that can hold no credential: nothing, an empty
-// string, or a flag such as sendCredentialsOnCrossOriginRedirect.
+// string, or a flag such as sendCredentialsOnCrossOriginRedirect. A number
+// is no flag: a PIN or a numeric password is one.
 func empty(v any) bool {
 	switch t := v.(type) {
 	case nil, bool:
@@ -63,39 +101,4 @@ func empty(v any) bool {
 		return t == ""
 	}
 	return false
-}
-
-func redactString(s string) string {
-	s = authScheme.ReplaceAllString(s, "$1 "+Redacted)
-	s = jsonSecret.ReplaceAllString(s, `$1"`+Redacted+`"`)
-	if strings.Contains(s, "://") && strings.Contains(s, "?") {
-		s = redactURL(s)
-	}
-	return s
-}
-
-// redactURL hides credentials in a URL's query and user info; a string
-// that does not parse as a URL is returned as it is.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return s
-	}
-	changed := false
-	if _, hasPassword := u.User.Password(); hasPassword {
-		u.User = url.UserPassword(u.User.Username(), Redacted)
-		changed = true
-	}
-	q := u.Query()
-	for k := range q {
-		if sensitiveName.MatchString(k) {
-			q.Set(k, Redacted)
-			changed = true
-		}
-	}
-	if !changed {
-		return s
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }

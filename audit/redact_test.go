@@ -1,38 +1,364 @@
 package audit_test
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
 )
 
-func TestRedact(t *testing.T) {
-	in := map[string]any{
-		"headers": map[string]any{"Authorization": "Bearer sk-live-1", "Cookie": "sid=secret-2", "X-API-Key": "k-3",
-			"x-custom-key": "k-4", "accept": "application/json"},
-		"parameters": map[string]any{"headerParameters": map[string]any{"parameters": []any{
-			map[string]any{"name": "X-Shop-Token", "value": "k-5"}, map[string]any{"name": "X-Lab", "value": "plain"}}}},
-		"body":                                 map[string]any{"password": "p-6", "client_secret": "s-7", "order": "order-1042", "access_token": ""},
-		"uri":                                  "https://api.example.com/orders?api_key=k-8&id=order-1042",
-		"jsonBody":                             `{"token": "t-9", "event_id": "evt-1"}`,
-		"message":                              "request failed: Authorization: Basic dXNlcjpzZWNyZXQxMA==",
-		"sendCredentialsOnCrossOriginRedirect": true,
+// payloadDir holds the bodies captured from a real n8n 2.41.1.
+const payloadDir = "../handlers/testdata/payloads"
+
+func realPayload(t testing.TB, name string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(payloadDir, name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(audit.Redact(in))
-	out := string(raw)
-	for _, secret := range []string{"sk-live-1", "secret-2", "k-3", "k-4", "k-5", "p-6", "s-7", "k-8", "t-9", "dXNlcjpzZWNyZXQxMA"} {
-		if strings.Contains(out, secret) {
-			t.Errorf("%s survived: %s", secret, out)
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// at walks a decoded payload to the map at path.
+func at(t *testing.T, v map[string]any, path ...string) map[string]any {
+	t.Helper()
+	for _, p := range path {
+		next, ok := v[p].(map[string]any)
+		if !ok {
+			t.Fatalf("no object at %v", path)
 		}
+		v = next
 	}
-	for _, kept := range []string{"application/json", "plain", "order-1042", "evt-1", `"sendCredentialsOnCrossOriginRedirect":true`, `"access_token":""`} {
-		if !strings.Contains(out, kept) {
-			t.Errorf("%s was lost: %s", kept, out)
-		}
+	return v
+}
+
+// TestRedactRealShapes plants credentials where n8n 2.41.1 puts what a
+// failed HTTP Request node sent and received, and checks that none survive
+// while the fields people need do.
+func TestRedactRealShapes(t *testing.T) {
+	tests := []struct {
+		name   string
+		secret string
+		plant  func(t *testing.T, v map[string]any, secret string)
+	}{
+		{"an Authorization request header", "sk-live-aaaaaaaaaaaaaaaa1", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "headers")["Authorization"] = "Bearer " + s
+		}},
+		{"a subscription key header no list knows", "0123456789abcdefsub2", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "headers")["Ocp-Apim-Subscription-Key"] = s
+		}},
+		{"a custom header", "plain-looking-value-3", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "headers")["X-Shop-Signature-V2"] = s
+		}},
+		{"a header parameter of the node", "hdr-param-secret-4", func(t *testing.T, v map[string]any, s string) {
+			hp := at(t, v, "execution", "error", "node", "parameters", "headerParameters")
+			hp["parameters"] = append(hp["parameters"].([]any), map[string]any{"name": "X-Api-Token", "value": s})
+		}},
+		{"a password in the request body", "body-pass-5", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "body")["pass"] = s
+		}},
+		{"a client secret in a form body", "form-secret-6", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request")["body"] = "event_id=evt-lab-0001&grant_type=client_credentials&client_secret=" + s + "&scope=x"
+		}},
+		{"user:password in the URI without a query", "uri-pw-7", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request")["uri"] = "https://crm:" + s + "@crm.example.com/orders"
+		}},
+		{"an api_key in the node's URL", "query-key-8", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "node", "parameters")["url"] = "https://crm.example.com/o?id=1&api_key=" + s
+		}},
+		{"a bearer token quoted in the message", "msg-token-9abcdef", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["message"] = "401 - Authorization: Bearer " + s + " was refused"
+		}},
+		{"a token in the description's escaped JSON", "desc-token-10", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["description"] = `{\"error\": \"bad\", \"access_token\": \"` + s + `\"}`
+		}},
+		{"Bearer with a colon", "colon-11", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["messages"] = []any{"500 - Bearer: " + s}
+		}},
+		{"a JWT in the stack", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig12abc", func(t *testing.T, v map[string]any, s string) {
+			e := at(t, v, "execution", "error")
+			e["stack"] = e["stack"].(string) + "\n    session " + s
+		}},
+		{"a Slack token in a Code node's parameters", "xoxb-123456789-abcdefghijk", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "node", "parameters")["jsonBody"] = `={"text": "hi", "channel": "C1", "t": "` + s + `"}`
+		}},
+		{"a GitHub token in free text", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["message"] = "clone failed for https://" + s + "@github.com/x/y"
+		}},
+		{"a jwt key", "jwt-value-15", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "body")["jwt"] = s
+		}},
+		{"an auth object", "auth-obj-16", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request")["auth"] = map[string]any{"user": "crm", "pass": s}
+		}},
+		{"a cookie header in the message", "cookie-17", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["description"] = "Cookie: lang=en; sid=" + s
+		}},
+		{"a session key", "sess-18", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "body")["session_id"] = s
+		}},
+		{"a numeric password", "424242", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request", "body")["password"] = json.Number(s)
+		}},
+		{"a high-entropy key nobody named", "Zq8XbT2mLw9VnR4kHs7YdP3cFg6J", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["description"] = "upstream said: " + s
+		}},
+		{"a Basic credential in a trigger error", "dXNlcjpwYXNzd29yZDIx", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["message"] = "Authorization failed (Basic " + s + ")"
+		}},
 	}
-	if in["headers"].(map[string]any)["Authorization"] != "Bearer sk-live-1" {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := realPayload(t, "error-01-first-delivery.json")
+			tc.plant(t, v, tc.secret)
+			out, err := json.Marshal(audit.Redact(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), tc.secret) {
+				t.Errorf("%s survived:\n%s", tc.secret, out)
+			}
+			for _, kept := range []string{"evt-lab-0001", "The service was not able to process your request",
+				"Fail Step", "http://127.0.0.1:15678/workflow/LabMainWorkflow1/executions/2", "LabMainWorkflow1",
+				"application/json", `"sendCredentialsOnCrossOriginRedirect":true`, "HttpRequestV3.node.ts:892:16",
+				`"authentication":"none"`} {
+				if !strings.Contains(string(out), kept) {
+					t.Errorf("%q was lost", kept)
+				}
+			}
+		})
+	}
+}
+
+func TestRedactDoesNotChangeItsInput(t *testing.T) {
+	v := realPayload(t, "error-01-first-delivery.json")
+	at(t, v, "execution", "error", "context", "request", "headers")["authorization"] = "Bearer x-123456"
+	audit.Redact(v)
+	if at(t, v, "execution", "error", "context", "request", "headers")["authorization"] != "Bearer x-123456" {
 		t.Error("Redact changed its input")
 	}
+}
+
+func TestRedactText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"Authorization: Bearer abc.def-123", "Authorization: Bearer [redacted]"},
+		{"Bearer: x", "Bearer: [redacted]"},
+		{"https://user:pw@host.example/path", "https://user:[redacted]@host.example/path"},
+		{"https://user:p@ss@host.example", "https://user:[redacted]@host.example"},
+		{"https://h.example/o?api_key=k1&id=7", "https://h.example/o?api_key=[redacted]&id=7"},
+		{"client_id=app&client_secret=s3&grant_type=x", "client_id=app&client_secret=[redacted]&grant_type=x"},
+		{`{"password": "p", "user": "bob"}`, `{"password": "[redacted]", "user": "bob"}`},
+		{`{\"token\": \"t\", \"seq\": 4}`, `{\"token\": \"[redacted]\", \"seq\": 4}`},
+		{"Error: password=hunter2", "Error: password=[redacted]"},
+		{"X-API-Key: k-9", "X-API-Key: [redacted]"},
+		{"Cookie: a=1; sid=2", "Cookie: [redacted]"},
+		{"https://hooks.slack.com/services/T0/B0/XyZ", "https://hooks.slack.com/services/[redacted]"},
+		{"key sk-proj-abcdefghijklmnop1234 used", "key [redacted] used"},
+		{`"auth": null, "pass": ""`, `"auth": null, "pass": ""`},
+		// What must stay.
+		{"The service was not able to process your request", "The service was not able to process your request"},
+		{"at ExecuteContext.execute (HttpRequestV3.node.ts:892:16)", "at ExecuteContext.execute (HttpRequestV3.node.ts:892:16)"},
+		{"http://127.0.0.1:5678/workflow/aB3dE5fG7hI9jK1l/executions/231", "http://127.0.0.1:5678/workflow/aB3dE5fG7hI9jK1l/executions/231"},
+		{"node 0a000000-0000-4000-8000-000000000004", "node 0a000000-0000-4000-8000-000000000004"},
+		{"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+		{"the basic plan; token expired", "the basic plan; token expired"},
+		{"author: Jane, authentication: none", "author: Jane, authentication: none"},
+	}
+	for _, tc := range tests {
+		if got := audit.RedactText(tc.in); got != tc.want {
+			t.Errorf("RedactText(%q)\n  = %q\n want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSensitiveName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"password": true, "pass": true, "passwd": true, "db_pass": true, "secret": true, "client_secret": true,
+		"token": true, "access_token": true, "accessToken": true, "jwt": true, "auth": true, "Authorization": true,
+		"api_key": true, "apiKey": true, "X-API-Key": true, "Ocp-Apim-Subscription-Key": true, "x-custom-key": true,
+		"cookie": true, "Set-Cookie": true, "session": true, "sessionId": true, "X-Hub-Signature-256": true,
+		"name": false, "author": false, "authentication": false, "event_id": false, "monkey": false,
+		"passenger": false, "keyword": false, "url": false, "message": false,
+	} {
+		if got := audit.SensitiveName(name); got != want {
+			t.Errorf("SensitiveName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// payloadStrings returns every string of every captured payload, for seeds.
+func payloadStrings(t testing.TB) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(payloadDir, "*.json"))
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, val := range t {
+				out = append(out, k)
+				walk(val)
+			}
+		case []any:
+			for _, val := range t {
+				walk(val)
+			}
+		case string:
+			out = append(out, t)
+		}
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		json.Unmarshal(raw, &v)
+		walk(v)
+	}
+	return out
+}
+
+// FuzzRedactText: no panic, idempotent, and never longer than its input
+// plus the marks it wrote.
+func FuzzRedactText(f *testing.F) {
+	for _, s := range payloadStrings(f) {
+		f.Add(s)
+	}
+	for _, s := range []string{"Authorization: Bearer abc", "https://u:p@h/", "a=1&password=x", `{\"token\": \"x\"}`,
+		"Cookie: a=b", "Basic dXNlcjpwYXNz", "token ABCDEFGHIJKLMNOPQRSTUVWXYZ012345", "eyJa.eyJb.c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := audit.RedactText(in)
+		if again := audit.RedactText(out); again != out {
+			t.Fatalf("not idempotent:\n in    %q\n once  %q\n twice %q", in, out, again)
+		}
+		if limit := len(in) + strings.Count(out, audit.Redacted)*len(audit.Redacted); len(out) > limit {
+			t.Fatalf("output of %d bytes for %d of input and %d marks: %q → %q", len(out), len(in),
+				strings.Count(out, audit.Redacted), in, out)
+		}
+	})
+}
+
+// FuzzRedact: the structural redactor on any JSON object: no panic, and
+// redacting again changes nothing.
+func FuzzRedact(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(payloadDir, "*.json"))
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return
+		}
+		once := audit.Redact(v)
+		if twice := audit.Redact(once); !reflect.DeepEqual(once, twice) {
+			t.Fatalf("not idempotent:\n once  %v\n twice %v", once, twice)
+		}
+	})
+}
+
+// FuzzParseErrorPayload: any JSON object n8n could send is parsed without
+// panic into a report with clean text and a bounded, redacted payload.
+func FuzzParseErrorPayload(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(payloadDir, "*.json"))
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var v map[string]any
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil || v == nil {
+			return
+		}
+		r := audit.ParseErrorPayload(raw, v)
+		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {
+			t.Fatalf("report %+v", r)
+		}
+		for _, s := range []string{r.ExecutionID, r.RetryOf, r.WorkflowID, r.WorkflowName, r.Mode, r.Node, r.Message, r.URL, r.Payload} {
+			if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+				t.Fatalf("unclean text %q", s)
+			}
+		}
+		if again := audit.ParseErrorPayload(raw, v); again.DedupeKey != r.DedupeKey {
+			t.Fatalf("the dedupe key changed on a second parse: %s, %s", r.DedupeKey, again.DedupeKey)
+		}
+	})
+}
+
+// TestRedactStored: what an earlier version stored unredacted is redacted
+// once, and the alert rows stay valid.
+func TestRedactStored(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, audit.Options{})
+		db := s.DB()
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "old-1", ExecutionID: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:1",
+			ExecutionID: "1", Message: "boom", Payload: `{"headers":{"x":"y"}}`}); err != nil {
+			t.Fatal(err)
+		}
+		// As an earlier version left them:
+		for _, q := range []string{
+			`UPDATE n8n_errors SET message = 'Authorization: Bearer old-secret-1', payload = '{"headers": {"authorization": "old-secret-2"}}'`,
+			`UPDATE event_history SET message = 'failed: password=old-secret-3' WHERE kind = 'error'`,
+			`UPDATE outbox SET payload = replace(payload, '"boom"', '"token=old-secret-4"')`,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := s.RedactStored(ctx)
+		if err != nil || n < 4 {
+			t.Fatalf("changed %d, %v", n, err)
+		}
+		var dump []string
+		for _, q := range []string{`SELECT message || payload FROM n8n_errors`, `SELECT message FROM event_history`, `SELECT payload FROM outbox`} {
+			var vals []string
+			if err := db.Select(&vals, q); err != nil {
+				t.Fatal(err)
+			}
+			dump = append(dump, vals...)
+		}
+		all := strings.Join(dump, "\n")
+		for _, secret := range []string{"old-secret-1", "old-secret-2", "old-secret-3", "old-secret-4"} {
+			if strings.Contains(all, secret) {
+				t.Errorf("%s stays:\n%s", secret, all)
+			}
+		}
+		var payloads []string
+		db.Select(&payloads, `SELECT payload FROM outbox`)
+		for _, p := range payloads {
+			if !json.Valid([]byte(p)) {
+				t.Errorf("an alert row is no longer JSON: %s", p)
+			}
+		}
+		if again, err := s.RedactStored(ctx); err != nil || again != 0 {
+			t.Errorf("a second pass changed %d (%v): it runs once per version", again, err)
+		}
+	})
 }

@@ -15,32 +15,38 @@ type Pruned struct {
 	Payloads   int64 // raw payloads dropped (the summaries stay)
 }
 
-// retentionBatch is the number of rows one statement deletes: small enough
-// that no transaction holds many locks or blocks claims for long.
-const retentionBatch = 500
+// retentionBatch is the number of done entries (or unlinked errors) one
+// Prune deletes: small enough that no transaction holds many locks or
+// blocks claims for long.
+const retentionBatch = 100
 
-// The statements of retention. doneEvents picks one batch of done entries
-// whose last activity is older than the cutoff; every statement re-checks
-// the condition, so an entry that moved meanwhile stays.
+// The statements of retention. A batch is chosen once and locked (on
+// PostgreSQL, skipping rows another transaction holds), then each of its
+// entries goes with everything that is only its own, so that the batch is
+// consistent: an entry that stays keeps all its rows.
 const (
 	doneEvents = `SELECT source, event_id FROM webhook_events
-		WHERE status = 'done' AND last_seen_at < :before ORDER BY last_seen_at LIMIT :batch`
-	pruneEventErrors = `DELETE FROM n8n_errors WHERE (source, event_id) IN (` + doneEvents + `)`
-	pruneEventAlerts = `DELETE FROM outbox WHERE (source, event_id) IN (` + doneEvents + `)`
-	// (sqlx reads :name as a parameter: a literal colon is written ::.)
-	pruneEventThreads = `DELETE FROM slack_threads WHERE thread_key IN (
-		SELECT 'event::' || source || '/' || event_id FROM webhook_events
-		WHERE status = 'done' AND last_seen_at < :before ORDER BY last_seen_at LIMIT :batch)`
-	pruneEvents = `DELETE FROM webhook_events WHERE status = 'done' AND last_seen_at < :before
-		AND (source, event_id) IN (` + doneEvents + `)`
+		WHERE status = 'done' AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?`
+	// An error that another entry's history points at stays, linked to
+	// that entry from now on.
+	pruneEventErrors = `DELETE FROM n8n_errors WHERE source = :source AND event_id = :event_id
+		AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id
+			AND NOT (h.source = :source AND h.event_id = :event_id))`
+	relinkEventErrors = `UPDATE n8n_errors SET (source, event_id) = (SELECT h.source, h.event_id
+		FROM event_history h WHERE h.error_id = n8n_errors.id AND NOT (h.source = :source AND h.event_id = :event_id)
+		ORDER BY h.id LIMIT 1)
+		WHERE source = :source AND event_id = :event_id`
+	pruneEventAlerts  = `DELETE FROM outbox WHERE source = :source AND event_id = :event_id`
+	pruneEventThreads = `DELETE FROM slack_threads WHERE thread_key = :thread`
+	pruneEvent        = `DELETE FROM webhook_events WHERE source = :source AND event_id = :event_id
+		AND status = 'done' AND last_seen_at < :before`
 
-	oldUnlinkedErrors = `SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < :before
-		ORDER BY id LIMIT :batch`
-	pruneErrorAlerts  = `DELETE FROM outbox WHERE error_id IN (` + oldUnlinkedErrors + `)`
-	pruneErrorThreads = `DELETE FROM slack_threads WHERE thread_key IN (
-		SELECT 'error::' || id FROM n8n_errors WHERE source IS NULL AND received_at < :before
-		ORDER BY id LIMIT :batch)`
-	pruneErrors = `DELETE FROM n8n_errors WHERE id IN (` + oldUnlinkedErrors + `)`
+	oldUnlinkedErrors = `SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < ?
+		AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id)
+		ORDER BY id LIMIT ?`
+	pruneErrorAlerts  = `DELETE FROM outbox WHERE error_id IN (?)`
+	pruneErrorThreads = `DELETE FROM slack_threads WHERE thread_key IN (?)`
+	pruneErrors       = `DELETE FROM n8n_errors WHERE id IN (?) AND source IS NULL`
 
 	pruneExecutions = `DELETE FROM executions WHERE execution_id IN (
 		SELECT x.execution_id FROM executions x WHERE x.last_seen_at < :before
@@ -53,45 +59,92 @@ const (
 		ORDER BY id LIMIT :batch)`
 )
 
-// Prune deletes, one batch per statement, done entries whose last activity
-// is older than before (with their items, history, errors and alerts),
+// Prune deletes one batch of done entries whose last activity is older
+// than before (with their items, history, errors and alerts), one batch of
 // errors linked to no event received before it, and executions nothing
 // refers to; it drops raw payloads received before payloadBefore. A
 // processing or failed entry is never deleted: its key must keep stopping
-// redeliveries. Call it until it returns zero counts.
+// redeliveries; nor is an error that a remaining entry's history points at.
+// Call it until it returns zero counts.
 func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (Pruned, error) {
 	var p Pruned
-	arg := map[string]any{"before": s.d.t(before), "batch": retentionBatch}
-	steps := []struct {
-		op    string
-		query string
-		arg   map[string]any
-		count *int64
-	}{
-		{"prune event errors", pruneEventErrors, arg, nil},
-		{"prune event alerts", pruneEventAlerts, arg, nil},
-		{"prune event threads", pruneEventThreads, arg, nil},
-		{"prune events", pruneEvents, arg, &p.Events},
-		{"prune error alerts", pruneErrorAlerts, arg, nil},
-		{"prune error threads", pruneErrorThreads, arg, nil},
-		{"prune errors", pruneErrors, arg, &p.Errors},
-		{"prune executions", pruneExecutions, arg, &p.Executions},
-		{"drop payloads", dropPayloads, map[string]any{"before": s.d.t(payloadBefore), "batch": retentionBatch}, &p.Payloads},
-	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		p = Pruned{}
-		for _, st := range steps {
-			n, err := s.namedExec(ctx, tx, st.op, st.query, st.arg)
-			if err != nil {
-				return err
-			}
-			if st.count != nil {
-				*st.count = n
-			}
+		var err error
+		if p.Events, err = s.pruneEvents(ctx, tx, before); err != nil {
+			return err
 		}
-		return nil
+		if p.Errors, err = s.pruneUnlinked(ctx, tx, before); err != nil {
+			return err
+		}
+		arg := map[string]any{"before": s.d.t(before), "batch": retentionBatch}
+		if p.Executions, err = s.namedExec(ctx, tx, "prune executions", pruneExecutions, arg); err != nil {
+			return err
+		}
+		arg["before"] = s.d.t(payloadBefore)
+		p.Payloads, err = s.namedExec(ctx, tx, "drop payloads", dropPayloads, arg)
+		return err
 	})
 	return p, err
+}
+
+func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
+	var keys []EventKey
+	if err := s.selectAll(ctx, tx, &keys, "find done entries", doneEvents+s.d.lockBatch,
+		s.d.t(before), retentionBatch); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, k := range keys {
+		arg := map[string]any{"source": k.Source, "event_id": k.EventID, "before": s.d.t(before),
+			"thread": EventThread(k.Source, k.EventID)}
+		for _, st := range []struct{ op, query string }{
+			{"prune event errors", pruneEventErrors},
+			{"relink kept errors", relinkEventErrors},
+			{"prune event alerts", pruneEventAlerts},
+			{"prune event thread", pruneEventThreads},
+		} {
+			if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
+				return n, err
+			}
+		}
+		deleted, err := s.namedExec(ctx, tx, "prune event", pruneEvent, arg)
+		if err != nil {
+			return n, err
+		}
+		n += deleted
+	}
+	return n, nil
+}
+
+func (s *Store) pruneUnlinked(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
+	var ids []int64
+	if err := s.selectAll(ctx, tx, &ids, "find unlinked errors", oldUnlinkedErrors+s.d.lockBatch,
+		s.d.t(before), retentionBatch); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	threads := make([]string, len(ids))
+	for i, id := range ids {
+		threads[i] = ErrorThread(id)
+	}
+	var n int64
+	for _, st := range []struct {
+		op, query string
+		arg       any
+	}{
+		{"prune error alerts", pruneErrorAlerts, ids},
+		{"prune error threads", pruneErrorThreads, threads},
+		{"prune errors", pruneErrors, ids},
+	} {
+		query, args, err := sqlx.In(st.query, st.arg)
+		if err != nil {
+			return 0, &Error{Code: CodeInternal, Message: st.op + ": bind", Err: err}
+		}
+		if n, err = s.exec(ctx, tx, st.op, query, args...); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // PruneAll runs Prune until nothing is left to delete (or ctx ends), one

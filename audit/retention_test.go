@@ -126,3 +126,62 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestRetentionKeepsWhatOthersReferTo: one execution touched two events and
+// failed; its error is linked to the first and in the history of both. When
+// the first is done and old, it goes, but the error stays for the second,
+// still processing, whose history points at it: its link keeps working.
+func TestRetentionKeepsWhatOthersReferTo(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		clock := audittest.NewClock(time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC))
+		s := audittest.Open(t, dialect, audit.Options{Now: clock.Now})
+		for _, ev := range []string{"batch-a", "batch-b"} {
+			if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: ev, ExecutionID: "50"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:50",
+			ExecutionID: "50", Message: "boom"})
+		if err != nil || res.Linked == nil {
+			t.Fatalf("record: %+v %v", res, err)
+		}
+		done := res.Linked.EventID
+		other := "batch-b"
+		if done == "batch-b" {
+			other = "batch-a"
+		}
+		if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: done, ExecutionID: "50",
+			Outcome: audit.OutcomeDone}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(40 * 24 * time.Hour)
+		now := clock.Now()
+		if _, err := s.PruneAll(ctx, now.Add(-30*24*time.Hour), now.Add(-14*24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Event(ctx, "shop", done); audit.ErrorCode(err) != audit.CodeNotFound {
+			t.Fatalf("the done entry stays: %v", err)
+		}
+		ev, err := s.Event(ctx, "shop", other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []int64
+		for _, l := range ev.History {
+			if l.ErrorID != nil {
+				refs = append(refs, *l.ErrorID)
+			}
+		}
+		if len(refs) != 1 || refs[0] != res.ID {
+			t.Fatalf("the processing entry's history refers to errors %v, want [%d]", refs, res.ID)
+		}
+		e, err := s.Error(ctx, res.ID)
+		if err != nil {
+			t.Fatalf("the error its history points at was deleted: %v", err)
+		}
+		if k, ok := e.Linked(); !ok || k.EventID != other {
+			t.Errorf("the kept error is linked to %+v, want %s", k, other)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -35,11 +36,18 @@ type Options struct {
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
 	Lookup ExecutionLookup
-	// Metrics, when set, counts what the store does and reads its gauges
-	// (outbox, review queue) from the database at each scrape.
-	Metrics *Metrics
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Metrics, when set, counts what the store does and keeps its gauges
+	// (outbox, review queue), read from the database in the background
+	// every GaugeInterval (default 15s) whatever the scrape rate.
+	Metrics       *Metrics
+	GaugeInterval time.Duration
+	// MaxConns is the PostgreSQL pool's size (default 20).
+	MaxConns int
+	// LockTimeout bounds every PostgreSQL statement's wait for a lock
+	// (default 2s): past it, the request is answered 503 at once.
+	LockTimeout time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Store is the ledger and everything kept beside it. It is safe for
@@ -66,6 +74,7 @@ type Store struct {
 	// one writer anyway: waiting here respects the request's deadline,
 	// waiting in SQLite's busy handler sleeps.
 	writer chan struct{}
+	gauges *storeCollector // nil without metrics
 }
 
 // Open connects to the database that opts names. It does not migrate: call
@@ -100,7 +109,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.db, err = sqlx.Open(d.driver, dsn)
+	if d.name == "postgres" {
+		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, 2*time.Second))
+	} else {
+		s.db, err = sqlx.Open(d.driver, dsn)
+	}
 	if err != nil {
 		s.closeLock()
 		return nil, fmt.Errorf("audit: open %s: %w", where, err)
@@ -109,15 +122,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.writer = make(chan struct{}, 1)
 		s.db.SetMaxOpenConns(4) // one writer, readers beside it (WAL)
 	} else {
-		s.db.SetMaxOpenConns(20)
-		s.db.SetMaxIdleConns(10)
+		conns := cmp.Or(opts.MaxConns, 20)
+		s.db.SetMaxOpenConns(conns)
+		s.db.SetMaxIdleConns(max(2, conns/2))
 		s.db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.metrics.watch(s)
+	s.metrics.watch(s, cmp.Or(opts.GaugeInterval, 15*time.Second))
 	return s, nil
 }
 
@@ -202,6 +216,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	for _, r := range results {
 		s.log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
 	}
+	s.RefreshGauges(ctx) // the first reading, now that the tables exist
 	return nil
 }
 

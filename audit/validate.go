@@ -109,3 +109,32 @@ func ValidateKey(source, eventID string) error {
 	f.text("event_id", eventID, true, MaxEventIDLen)
 	return f.Err()
 }
+
+// ValidateExecutionID checks an execution id as it comes in a path.
+func ValidateExecutionID(id string) error {
+	f := FieldErrors{}
+	f.text("id", id, true, MaxIDLen)
+	return f.Err()
+}
+
+// Validate checks a list's filters as they come in a query string, the
+// cursor's parts included: nothing reaches the database that it could
+// refuse.
+func (f EventFilter) Validate() error {
+	errs := FieldErrors{}
+	if f.Source != "" {
+		errs.source("source", f.Source)
+	}
+	errs.text("prefix", f.Prefix, false, MaxEventIDLen)
+	switch f.Status {
+	case "", StatusProcessing, StatusDone, StatusFailed:
+	default:
+		errs.Add("status", "must be processing, done or failed")
+	}
+	if f.Cursor != "" {
+		if _, source, eventID, err := decodeCursor(f.Cursor); err != nil || ValidateKey(source, eventID) != nil {
+			errs.Add("cursor", "not a cursor this service returned")
+		}
+	}
+	return errs.Err()
+}

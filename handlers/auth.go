@@ -1,20 +1,24 @@
 package handlers
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
+	"log/slog"
 	"net/http"
-	"net/url"
+	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/retryaudit/retryaudit/audit"
 )
 
-// UIConfig says who may read the pages and sign their forms.
+// UIConfig says who may read the pages.
 type UIConfig struct {
 	// Users maps a name to a bcrypt hash, for HTTP Basic sign-in.
 	Users map[string][]byte
@@ -22,8 +26,18 @@ type UIConfig struct {
 	// header instead (behind a proxy that signs people in, such as
 	// oauth2-proxy with X-Forwarded-User). Basic sign-in is then off.
 	TrustHeader string
-	// CSRFKey signs the forms' tokens; every instance must share it.
-	CSRFKey []byte
+	// TrustedProxies are the peers whose TrustHeader and X-Forwarded-For
+	// are believed; from any other peer the header is ignored.
+	TrustedProxies []netip.Prefix
+	// TrustedOrigins may post the pages' forms besides the service's own
+	// origin (RETRYAUDIT_BASE_URL, when a proxy rewrites Host).
+	TrustedOrigins []string
+	// BcryptWorkers bounds the password checks running at once (default
+	// half the CPUs, at least one), so that failed sign-ins never take the
+	// CPU the API needs.
+	BcryptWorkers int
+	// Limits bound failed sign-ins (DefaultSignInLimits when zero).
+	Limits SignInLimits
 }
 
 // ctxUser is the context key of the signed-in person's name.
@@ -33,56 +47,143 @@ const ctxUser = "retryaudit.user"
 // with a wrong password.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("retryaudit"), bcrypt.DefaultCost)
 
+// verdict is the outcome of a sign-in.
+type verdict int
+
+const (
+	signedIn   verdict = iota
+	refused            // no or wrong credentials
+	limitedOut         // too many failures: wait
+	busy               // every password check is taken: try again
+)
+
 // signIn lets a page request through only with a known user. The /v1 token
 // is not a password here, and page credentials do not open /v1.
 type signIn struct {
-	cfg UIConfig
-	mu  sync.Mutex
-	ok  map[[32]byte]bool // passwords already checked, by hash: bcrypt is slow on purpose
+	cfg    UIConfig
+	log    *slog.Logger
+	now    func() time.Time
+	mu     sync.Mutex
+	ok     map[[32]byte]bool // passwords already checked, by hash: bcrypt is slow on purpose
+	byAddr *limiterSet
+	byUser *limiterSet
+	byAll  *limiterSet // one key: every failure counts
+	// checks holds a slot per bcrypt comparison running; waiting holds a
+	// slot per request queued for one. Both full: answer busy at once.
+	checks, waiting chan struct{}
 }
 
-func (s *signIn) user(r *http.Request) (string, bool) {
+func newSignIn(cfg UIConfig, log *slog.Logger, now func() time.Time) *signIn {
+	if cfg.BcryptWorkers <= 0 {
+		cfg.BcryptWorkers = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	return &signIn{cfg: cfg, log: log, now: now, ok: map[[32]byte]bool{},
+		byAddr: newLimiterSet("address", cfg.Limits.PerAddress.or(DefaultSignInLimits.PerAddress), log),
+		byUser: newLimiterSet("user", cfg.Limits.PerUser.or(DefaultSignInLimits.PerUser), log),
+		byAll:  newLimiterSet("scope", cfg.Limits.Everyone.or(DefaultSignInLimits.Everyone), log),
+		checks: make(chan struct{}, cfg.BcryptWorkers), waiting: make(chan struct{}, 4*cfg.BcryptWorkers)}
+}
+
+// user signs a request in. wait is set when the verdict is limitedOut.
+func (s *signIn) user(r *http.Request) (name string, v verdict, wait time.Duration) {
 	if s.cfg.TrustHeader != "" {
-		name := strings.TrimSpace(r.Header.Get(s.cfg.TrustHeader))
-		if name == "" || len(name) > 200 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-			return "", false
+		if !trusted(peer(r), s.cfg.TrustedProxies) {
+			return "", refused, 0 // anyone can send the header; only the proxy is believed
 		}
-		return name, true
+		name := strings.TrimSpace(r.Header.Get(s.cfg.TrustHeader))
+		if name == "" || len(name) > 200 || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			return "", refused, 0
+		}
+		return name, signedIn, 0
 	}
 	name, pass, ok := r.BasicAuth()
 	if !ok {
-		return "", false
+		return "", refused, 0
 	}
 	key := sha256.Sum256([]byte(name + "\x00" + pass))
 	s.mu.Lock()
 	known := s.ok[key]
 	s.mu.Unlock()
 	if known {
-		return name, true
+		return name, signedIn, 0
 	}
-	hash, exists := s.cfg.Users[name]
-	if !exists {
-		bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
-		return "", false
+	now := s.now()
+	byAddr, wait := s.byAddr.reserve(clientAddr(r, s.cfg.TrustedProxies), now)
+	if byAddr == nil {
+		return "", limitedOut, wait
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
-		return "", false
+	byUser, wait := s.byUser.reserve(audit.Truncate(name, 100), now)
+	if byUser == nil {
+		byAddr.CancelAt(now)
+		return "", limitedOut, wait
 	}
+	byAll, wait := s.byAll.reserve("all", now)
+	if byAll == nil {
+		byAddr.CancelAt(now)
+		byUser.CancelAt(now)
+		return "", limitedOut, wait
+	}
+	good, ran := s.check(r, name, pass)
+	if !good || !ran {
+		if !ran {
+			byAddr.CancelAt(now)
+			byUser.CancelAt(now)
+			byAll.CancelAt(now)
+			return "", busy, 0
+		}
+		return "", refused, 0 // the attempt stays counted
+	}
+	byAddr.CancelAt(now) // a success costs nothing
+	byUser.CancelAt(now)
+	byAll.CancelAt(now)
 	s.mu.Lock()
 	if len(s.ok) > 1000 {
 		s.ok = map[[32]byte]bool{}
 	}
 	s.ok[key] = true
 	s.mu.Unlock()
-	return name, true
+	return name, signedIn, 0
+}
+
+// check compares a password in the bounded pool; ran is false when the
+// pool and its queue are full or the request gave up waiting.
+func (s *signIn) check(r *http.Request, name, pass string) (good, ran bool) {
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+		return false, false
+	}
+	defer func() { <-s.waiting }()
+	select {
+	case s.checks <- struct{}{}:
+	case <-r.Context().Done():
+		return false, false
+	}
+	defer func() { <-s.checks }()
+	hash, exists := s.cfg.Users[name]
+	if !exists {
+		bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
+		return false, true
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil, true
 }
 
 // requireUser is the pages' middleware: security headers on every answer,
 // then sign-in.
 func (h *Handler) requireUser(c *gin.Context) {
 	pageHeaders(c)
-	user, ok := h.signIn.user(c.Request)
-	if !ok {
+	user, v, wait := h.signIn.user(c.Request)
+	switch v {
+	case limitedOut:
+		c.Header("Retry-After", retryAfter(wait))
+		h.pageError(c, http.StatusTooManyRequests, "Too many failed sign-ins",
+			"Too many failed sign-ins from this address or for this name. Wait a moment, then try again.")
+		return
+	case busy:
+		c.Header("Retry-After", "1")
+		h.pageError(c, http.StatusServiceUnavailable, "Busy", "Too many sign-ins at once. Try again in a second.")
+		return
+	case refused:
 		if h.cfg.UI.TrustHeader == "" {
 			c.Header("WWW-Authenticate", `Basic realm="retryaudit", charset="UTF-8"`)
 		}
@@ -105,28 +206,10 @@ func pageHeaders(c *gin.Context) {
 	h.Set("Cache-Control", "no-store")
 }
 
-// csrfToken is the token the forms of user carry.
-func (h *Handler) csrfToken(user string) string {
-	m := hmac.New(sha256.New, h.cfg.UI.CSRFKey)
-	m.Write([]byte("csrf\x00" + user))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// checkCSRF accepts a form only with its user's token and, when the browser
-// says where the form came from, only from this site.
+// checkCSRF accepts a form only from this site: the browser's
+// Sec-Fetch-Site, or else its Origin against the Host, through the standard
+// library's cross-origin protection. Requests that carry neither (not from a
+// browser) pass: they carry no ambient credentials of a victim.
 func (h *Handler) checkCSRF(c *gin.Context) bool {
-	if len(h.cfg.UI.CSRFKey) == 0 {
-		return false
-	}
-	if site := c.GetHeader("Sec-Fetch-Site"); site == "cross-site" {
-		return false
-	}
-	if origin := c.GetHeader("Origin"); origin != "" && origin != "null" {
-		u, err := url.Parse(origin)
-		if err != nil || u.Host != c.Request.Host {
-			return false
-		}
-	}
-	want := h.csrfToken(c.GetString(ctxUser))
-	return hmac.Equal([]byte(c.PostForm("csrf")), []byte(want))
+	return h.csrf.Check(c.Request) == nil
 }

@@ -2,10 +2,17 @@ package handlers_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
@@ -47,4 +54,120 @@ func BenchmarkClaimHTTP(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkClaimDuringFailedSignIns measures the claim's p95 latency idle,
+// then while strangers try 100 wrong passwords per second, each from
+// another address and for another name (so that no per-address or per-name
+// limit stops them: only the bounded bcrypt pool does), and reports both
+// and their ratio.
+func BenchmarkClaimDuringFailedSignIns(b *testing.B) {
+	for _, dialect := range audittest.Dialects {
+		b.Run(dialect, func(b *testing.B) {
+			store := audittest.Open(b, dialect, audit.Options{})
+			hash, _ := bcrypt.GenerateFromPassword([]byte("a real password"), bcrypt.DefaultCost)
+			h, err := handlers.New(handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"},
+				UI: handlers.UIConfig{Users: map[string][]byte{"admin": hash},
+					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := newBenchServer(b, h)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+			var seq atomic.Int64
+			claims := func(n int) []time.Duration {
+				var mu sync.Mutex
+				var took []time.Duration
+				var wg sync.WaitGroup
+				per := (n + 3) / 4
+				for range 4 { // four n8n workers
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range per {
+							i := seq.Add(1)
+							body := fmt.Sprintf(`{"source":"bench","event_id":"e-%d","execution_id":"%d"}`, i, i)
+							req, _ := http.NewRequest("POST", srv+"/v1/claims", strings.NewReader(body))
+							req.Header.Set("Authorization", "Bearer "+testToken)
+							start := time.Now()
+							resp, err := client.Do(req)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							d := time.Since(start)
+							if resp.StatusCode != http.StatusOK {
+								b.Errorf("claim: %d", resp.StatusCode)
+								return
+							}
+							mu.Lock()
+							took = append(took, d)
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				return took
+			}
+			claims(50) // warm up: statements prepared, connections open
+			b.ResetTimer()
+			idle := p95(claims(b.N))
+
+			stop := make(chan struct{})
+			var attackers sync.WaitGroup
+			var tries, refused atomic.Int64
+			attackers.Add(1)
+			go func() {
+				defer attackers.Done()
+				tick := time.NewTicker(10 * time.Millisecond) // 100 per second
+				defer tick.Stop()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					attackers.Add(1)
+					go func() {
+						defer attackers.Done()
+						req, _ := http.NewRequest("GET", srv+"/review", nil)
+						req.SetBasicAuth(fmt.Sprintf("guess-%d", n), "wrong")
+						req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255))
+						resp, err := client.Do(req)
+						if err != nil {
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						tries.Add(1)
+						if resp.StatusCode != http.StatusUnauthorized {
+							refused.Add(1)
+						}
+					}()
+				}
+			}()
+			time.Sleep(200 * time.Millisecond) // let the attack reach its rate
+			under := p95(claims(b.N))
+			close(stop)
+			attackers.Wait()
+			b.StopTimer()
+			ratio := float64(under) / float64(idle)
+			b.ReportMetric(float64(idle.Microseconds())/1000, "idle-p95-ms")
+			b.ReportMetric(float64(under.Microseconds())/1000, "attack-p95-ms")
+			b.ReportMetric(ratio, "p95-ratio")
+			b.Logf("claim p95 idle %v, during %d failed sign-ins (%d answered busy or limited) %v: ratio %.2f",
+				idle, tries.Load(), refused.Load(), under, ratio)
+		})
+	}
+}
+
+// p95 returns the 95th percentile of latencies.
+func p95(took []time.Duration) time.Duration {
+	if len(took) == 0 {
+		return 0
+	}
+	slices.Sort(took)
+	return took[(len(took)*95)/100]
 }

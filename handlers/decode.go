@@ -100,6 +100,10 @@ func (o *object) str(name string) string {
 	if !ok {
 		return ""
 	}
+	if problem := rawTextProblem(raw); problem != "" {
+		o.errs.Add(name, problem)
+		return ""
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		o.errs.Add(name, "must be a string")
@@ -107,10 +111,21 @@ func (o *object) str(name string) string {
 	return s
 }
 
+// text reads a free-text string field that n8n fills from what failed (an
+// outcome's reason): credentials in it are redacted before anything keeps
+// it.
+func (o *object) text(name string) string {
+	return audit.RedactText(o.str(name))
+}
+
 // id reads an id sent as a string or as a JSON integer (n8n sends both).
 func (o *object) id(name string) string {
 	raw, ok := o.present(name)
 	if !ok {
+		return ""
+	}
+	if problem := rawTextProblem(raw); problem != "" {
+		o.errs.Add(name, problem)
 		return ""
 	}
 	s, err := idValue(raw)
@@ -146,6 +161,11 @@ func (o *object) ids(name string) []string {
 	}
 	out := make([]string, 0, len(elems))
 	for i, e := range elems {
+		if problem := rawTextProblem(e); problem != "" {
+			o.errs.Add(fmt.Sprintf("%s[%d]", name, i), problem)
+			out = append(out, "")
+			continue
+		}
 		s, err := idValue(e)
 		if err != nil {
 			o.errs.Add(fmt.Sprintf("%s[%d]", name, i), "must be a string")

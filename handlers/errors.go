@@ -49,6 +49,12 @@ func (h *Handler) fail(c *gin.Context, err error) {
 	code, name := status(audit.ErrorCode(err))
 	d := apiErrorDetail{Code: name}
 	switch {
+	case code == http.StatusServiceUnavailable && errors.Is(err, audit.ErrLocked):
+		// Another session (n8n's Postgres node, a person's psql) holds the
+		// entry's row: this key waits, the others do not.
+		c.Header("Retry-After", "2")
+		d.Message = "the entry's row is locked by another database session; nothing was recorded, try again"
+		h.log.Warn("row locked", "route", c.FullPath(), "err", err)
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "5")
 		d.Message = "the database is unavailable; nothing was recorded, try again"

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,11 +32,18 @@ type eventJSON struct {
 
 type eventDetailJSON struct {
 	eventJSON
-	Items      []itemJSON          `json:"items"`
-	History    []audit.HistoryLine `json:"history"`
-	Executions []executionJSON     `json:"executions"`
-	Errors     []errorJSON         `json:"errors"`
-	Alerts     []alertJSON         `json:"alerts"`
+	Items []itemJSON `json:"items"`
+	// History is one page, newest first; history_next_cursor continues it.
+	History         []audit.HistoryLine `json:"history"`
+	HistoryNext     string              `json:"history_next_cursor,omitempty"`
+	HistoryTotal    int                 `json:"history_total"`
+	HistoryCounts   map[string]int      `json:"history_counts"`
+	ExecutionsTotal int                 `json:"executions_total"`
+	ErrorsTotal     int                 `json:"errors_total"`
+	AlertsTotal     int                 `json:"alerts_total"`
+	Executions      []executionJSON     `json:"executions"`
+	Errors          []errorJSON         `json:"errors"`
+	Alerts          []alertJSON         `json:"alerts"`
 }
 
 type itemJSON struct {
@@ -100,13 +108,24 @@ func (h *Handler) getEvent(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	d, err := h.store.Event(c.Request.Context(), source, eventID)
+	page, err := historyPage(c, "history_cursor", "history_limit")
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
+	d, err := h.store.EventPage(c.Request.Context(), source, eventID, page)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	slices.Reverse(d.History)
 	out := eventDetailJSON{eventJSON: h.eventJSON(d.Event), Items: []itemJSON{}, History: d.History,
+		HistoryTotal: d.HistoryTotal, HistoryCounts: d.HistoryCounts, ExecutionsTotal: d.ExecutionsTotal,
+		ErrorsTotal: d.ErrorsTotal, AlertsTotal: d.AlertsTotal,
 		Executions: []executionJSON{}, Errors: []errorJSON{}, Alerts: []alertJSON{}}
+	if d.HistoryNext > 0 {
+		out.HistoryNext = strconv.FormatInt(d.HistoryNext, 10)
+	}
 	for _, it := range d.Items {
 		out.Items = append(out.Items, itemJSON{Item: it.Item, Status: it.Status, HolderExecutionID: it.HolderExecutionID,
 			CRMRef: it.CRMRef, ReviewReason: it.ReviewReason, UpdatedAt: it.UpdatedAt,
@@ -131,10 +150,37 @@ func (h *Handler) getEvent(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
+// historyPage reads the history cursor and page size from the query.
+func historyPage(c *gin.Context, cursorName, limitName string) (audit.HistoryPage, error) {
+	errs := audit.FieldErrors{}
+	var p audit.HistoryPage
+	if v := c.Query(cursorName); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			errs.Add(cursorName, "not a cursor this service returned")
+		}
+		p.Before = n
+	}
+	if v := c.Query(limitName); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			errs.Add(limitName, "must be a number from 1 to 500")
+		}
+		p.Limit = n
+	}
+	return p, errs.Err()
+}
+
 // eventKey reads {source} and {event_id} from the path. The event id is a
 // catch-all, so it may be sent with its '/' escaped or not.
 func eventKey(c *gin.Context) (string, string) {
-	return c.Param("source"), strings.TrimPrefix(c.Param("event_id"), "/")
+	source, eventID := c.Param("source"), strings.TrimPrefix(c.Param("event_id"), "/")
+	if source == audit.EncodedKeyMark {
+		if s, id, ok := audit.DecodeEventPath(eventID); ok {
+			return s, id
+		}
+	}
+	return source, eventID
 }
 
 // listEvents answers GET /v1/events?source=&status=&older_than=&needs_review=&prefix=&cursor=&limit=.
@@ -166,11 +212,6 @@ func eventFilter(c *gin.Context) (audit.EventFilter, error) {
 		Source: c.Query("source"), Status: audit.Status(c.Query("status")), Prefix: c.Query("prefix"),
 		Cursor: c.Query("cursor"),
 	}
-	switch f.Status {
-	case "", audit.StatusProcessing, audit.StatusDone, audit.StatusFailed:
-	default:
-		errs.Add("status", "must be processing, done or failed")
-	}
 	if v := c.Query("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -191,6 +232,11 @@ func eventFilter(c *gin.Context) (audit.EventFilter, error) {
 			errs.Add("limit", "must be a number from 1 to 500")
 		}
 		f.Limit = n
+	}
+	if e, ok := f.Validate().(*audit.Error); ok {
+		for k, v := range e.Fields {
+			errs.Add(k, v)
+		}
 	}
 	return f, errs.Err()
 }

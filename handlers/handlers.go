@@ -4,12 +4,14 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -20,6 +22,14 @@ type Config struct {
 	Links   audit.Links
 	Token   string // the /v1 bearer token
 	MaxBody int64  // bytes
+	// MaxErrorBody is the hard cap of an error payload: over MaxBody it is
+	// still recorded, with its payload cut; past this, only its first
+	// MaxErrorBody bytes are read.
+	MaxErrorBody int64
+	// BodyBudget caps the bytes of request bodies being read at once, over
+	// every request: past it, a request is answered 503 with Retry-After
+	// before its body is read.
+	BodyBudget int64
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
@@ -37,6 +47,8 @@ type Handler struct {
 	log    *slog.Logger
 	pages  *pages
 	signIn *signIn
+	csrf   *http.CrossOriginProtection
+	bodies *semaphore.Weighted
 	counts countCache
 }
 
@@ -52,8 +64,20 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
+	if cfg.MaxErrorBody < cfg.MaxBody {
+		cfg.MaxErrorBody = max(cfg.MaxBody, 8<<20)
+	}
+	if cfg.BodyBudget < cfg.MaxErrorBody {
+		cfg.BodyBudget = max(cfg.MaxErrorBody, 64<<20)
+	}
 	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger,
-		signIn: &signIn{cfg: cfg.UI, ok: map[[32]byte]bool{}}}
+		signIn: newSignIn(cfg.UI, cfg.Logger, cfg.Now), csrf: http.NewCrossOriginProtection(),
+		bodies: semaphore.NewWeighted(cfg.BodyBudget)}
+	for _, o := range cfg.UI.TrustedOrigins {
+		if err := h.csrf.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("handlers: trusted origin %q: %w", o, err)
+		}
+	}
 	var err error
 	if h.pages, err = newPages(cfg); err != nil {
 		return nil, err
@@ -91,11 +115,11 @@ func (h *Handler) Register(r gin.IRouter) {
 	}
 
 	v1 := r.Group("/v1", h.bearer, h.apiTimeout)
-	v1.POST("/claims", h.claim)
-	v1.POST("/outcomes", h.outcome)
+	v1.POST("/claims", h.bodyBudget(h.cfg.MaxBody), h.claim)
+	v1.POST("/outcomes", h.bodyBudget(h.cfg.MaxBody), h.outcome)
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
-	v1.POST("/n8n/errors", h.n8nError)
+	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 
 	h.registerPages(r)
 }

@@ -77,10 +77,12 @@ func outcomeBody(eventID, execution, outcome string) map[string]any {
 	return map[string]any{"source": "shop", "event_id": eventID, "execution_id": execution, "outcome": outcome}
 }
 
+// lastOfKind returns the newest line of a kind (the API lists the newest
+// first).
 func lastOfKind(lines []map[string]any, kind string) map[string]any {
-	for i := len(lines) - 1; i >= 0; i-- {
-		if lines[i]["kind"] == kind {
-			return lines[i]
+	for _, l := range lines {
+		if l["kind"] == kind {
+			return l
 		}
 	}
 	return nil

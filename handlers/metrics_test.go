@@ -1,13 +1,18 @@
 package handlers_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/handlers"
 )
 
 // scrape reads one sample of /metrics (0 when absent).
@@ -43,6 +48,7 @@ func TestMetrics(t *testing.T) {
 		s.claim(t, claimBody("shop", "m-1", "3"))
 		s.outcome(t, map[string]any{"source": "shop", "event_id": "m-1", "outcome": "unknown", "execution_id": "1"})
 		s.call(t, "POST", "/v1/n8n/errors", `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"w"}}`)
+		s.store.RefreshGauges(context.Background())
 		want := map[string]float64{
 			claimed:     2,
 			redelivered: 1,
@@ -66,5 +72,35 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics answers %d", resp.StatusCode)
 		}
 		resp.Body.Close()
+	})
+}
+
+// TestMetricsScrapesDoNotCount: /metrics needs no token, so scrapes must not
+// reach the database: the gauges come from the background refresh.
+func TestMetricsScrapesDoNotCount(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		s := newServer(t, dialect, func(_ *handlers.Config, o *audit.Options) { o.GaugeInterval = time.Hour })
+		before := s.scrape(t, "retryaudit_gauge_refreshes_total")
+		if before < 1 {
+			t.Fatalf("no refresh at start: %v", before)
+		}
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.scrape(t, "retryaudit_review_queue_size") }()
+		}
+		wg.Wait()
+		if after := s.scrape(t, "retryaudit_gauge_refreshes_total"); after != before {
+			t.Errorf("50 scrapes read the database %v times", after-before)
+		}
+		s.claim(t, claimBody("shop", "g-1", "1"))
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "g-1", "outcome": "unknown", "execution_id": "1"})
+		if v := s.scrape(t, "retryaudit_review_queue_size"); v != 0 {
+			t.Errorf("the gauge moved without a refresh: %v", v)
+		}
+		s.store.RefreshGauges(context.Background())
+		if v := s.scrape(t, "retryaudit_review_queue_size"); v != 1 {
+			t.Errorf("after a refresh the review queue is %v, want 1", v)
+		}
 	})
 }

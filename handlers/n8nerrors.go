@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -18,6 +20,7 @@ type errorIntakeResponse struct {
 	RetryOf     *string         `json:"retry_of"`
 	LinkedEvent *audit.EventKey `json:"linked_event"`
 	EventURL    string          `json:"event_url,omitempty"`
+	Note        string          `json:"note,omitempty"`
 }
 
 // n8nError answers POST /v1/n8n/errors: the Error Trigger's item, as n8n
@@ -25,17 +28,30 @@ type errorIntakeResponse struct {
 // only a body that is not a JSON object is refused, because an error
 // workflow that fails in its turn tells nobody.
 func (h *Handler) n8nError(c *gin.Context) {
-	raw, ok := h.readBody(c)
-	if !ok {
-		return
-	}
-	var v map[string]any
-	if err := decodeOne(raw, &v); err != nil || v == nil {
+	b, err := readErrorBody(c.Request.Body, h.cfg.MaxErrorBody)
+	if err != nil {
+		problem := jsonProblem(err)
+		if errors.Is(err, errNotObject) {
+			problem = "it is not an object"
+		}
 		h.apiError(c, http.StatusBadRequest, "invalid_json",
-			"the body must be one JSON object, as n8n's Error Trigger emits it: "+jsonProblem(err), nil)
+			"the body must be one JSON object, as n8n's Error Trigger emits it: "+problem, nil)
 		return
 	}
-	res, err := h.store.RecordError(c.Request.Context(), audit.ParseErrorPayload(raw, v))
+	r := audit.ParseErrorBody(b.sum, b.value)
+	switch {
+	case b.cut:
+		r.Truncated = true
+		r.AddNote(fmt.Sprintf("the body was larger than %s (RETRYAUDIT_MAX_ERROR_BODY): only its first %s were read; "+
+			"the summary is what they held", sizeText(h.cfg.MaxErrorBody), sizeText(h.cfg.MaxErrorBody)))
+	case b.size > h.cfg.MaxBody:
+		r.Truncated = true
+		r.AddNote(fmt.Sprintf("the body was %s, over RETRYAUDIT_MAX_BODY (%s): recorded with its summary, the payload cut",
+			sizeText(b.size), sizeText(h.cfg.MaxBody)))
+	case b.pruned:
+		r.Truncated = true
+	}
+	res, err := h.store.RecordError(c.Request.Context(), r)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -43,7 +59,7 @@ func (h *Handler) n8nError(c *gin.Context) {
 	c.Set(logDecision, res.Kind)
 	out := errorIntakeResponse{Recorded: true, Duplicate: res.Duplicate, Kind: res.Kind, ErrorID: res.ID,
 		ErrorURL: h.links.Error(res.ID), ExecutionID: optional(res.ExecutionID), RetryOf: optional(res.RetryOf),
-		LinkedEvent: res.Linked}
+		LinkedEvent: res.Linked, Note: r.Note}
 	if res.Linked != nil {
 		out.EventURL = h.links.Event(res.Linked.Source, res.Linked.EventID)
 	}
@@ -60,4 +76,15 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// sizeText writes a byte count as people read it: 2.0 MiB, 512 KiB, 900 B.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -258,7 +258,7 @@ func TestErrorBeforeClaim(t *testing.T) {
 			m := l.(map[string]any)
 			lines = append(lines, m["kind"].(string)+":"+m["execution_id"].(string))
 		}
-		want := "claim:21 error:23 error:22 error:21"
+		want := "error:21 error:22 error:23 claim:21" // newest first
 		if strings.Join(lines, " ") != want {
 			t.Errorf("history = %v, want %s", lines, want)
 		}

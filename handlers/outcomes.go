@@ -17,7 +17,7 @@ func (h *Handler) outcome(c *gin.Context) {
 	req := audit.OutcomeRequest{
 		Source: o.str("source"), EventID: o.str("event_id"), Item: o.id("item"),
 		Outcome: audit.Outcome(o.str("outcome")), ExecutionID: o.id("execution_id"), WorkflowID: o.id("workflow_id"),
-		Reason: o.str("reason"), CRMRef: o.id("crm_ref"),
+		Reason: o.text("reason"), CRMRef: o.id("crm_ref"),
 	}
 	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,10 @@ type eventData struct {
 	// entry, newest first, each with a one-click confirmation when it
 	// says done.
 	Evidence []evidenceRow
+	// Older links to the next page of history ("" on the last); Newer
+	// says this is not the first.
+	Older string
+	Newer bool
 }
 
 // evidenceRow is a refused report and, when a person may confirm it, the
@@ -126,12 +131,19 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 		h.pageFail(c, err)
 		return
 	}
-	d, err := h.store.Event(c.Request.Context(), source, eventID)
+	page, err := historyPage(c, "before", "limit")
 	if err != nil {
 		h.pageFail(c, err)
 		return
 	}
-	data := h.eventData(d)
+	d, err := h.store.EventPage(c.Request.Context(), source, eventID, page)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	data := h.eventData(d, page.Before > 0)
+	data.Older = pageLink(audit.Links{}.Event(source, eventID), "before", d.HistoryNext)
+	data.Newer = page.Before > 0
 	data.Form = form
 	notice := ""
 	switch c.Query("resolved") {
@@ -144,7 +156,9 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 		Problem: problem, Data: data})
 }
 
-func (h *Handler) eventData(d audit.EventDetail) eventData {
+// eventData prepares the page; newer says that newer history lines exist
+// (a page after the first).
+func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	data := eventData{
 		EventDetail: d,
 		Path:        audit.Links{}.Event(d.Source, d.EventID),
@@ -191,16 +205,40 @@ func (h *Handler) eventData(d audit.EventDetail) eventData {
 		}
 		data.Timeline = append(data.Timeline, e)
 	}
+	// The alerts beside this page of history: those between its oldest
+	// line and the next page's newest (any time on the first page).
+	var from, until time.Time
+	if len(d.History) > 0 {
+		if d.HistoryNext > 0 {
+			from = d.History[0].At
+		}
+		until = d.History[len(d.History)-1].At
+	}
 	for _, a := range d.Alerts {
 		if a.Kind == audit.RowRefresh {
 			continue // bookkeeping of the first message, not news
+		}
+		if a.CreatedAt.Before(from) || (newer && a.CreatedAt.After(until)) {
+			continue
 		}
 		al, _ := a.Alert()
 		data.Timeline = append(data.Timeline, timelineEntry{At: a.CreatedAt, Kind: "alert",
 			Title: alertTitle(a.Kind, al.Kind), AlertState: a.State, AlertError: a.LastError})
 	}
-	slices.SortStableFunc(data.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(data.Timeline, func(a, b timelineEntry) int { return b.At.Compare(a.At) }) // newest first
 	return data
+}
+
+// pageLink is path?name=cursor, or "" on the last page.
+func pageLink(path, name string, cursor int64) string {
+	if cursor <= 0 {
+		return ""
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + name + "=" + strconv.FormatInt(cursor, 10)
 }
 
 // evidence lists the refused reports of an event, newest first. A done
@@ -208,8 +246,8 @@ func (h *Handler) eventData(d audit.EventDetail) eventData {
 // form carries what the report said and the holder the page shows.
 func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []evidenceRow {
 	var rows []evidenceRow
-	for i := len(d.History) - 1; i >= 0; i-- {
-		l := d.History[i]
+	for i := len(d.Refused) - 1; i >= 0; i-- {
+		l := d.Refused[i]
 		if l.Kind != audit.KindNotHolder {
 			continue
 		}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -53,6 +54,14 @@ type executionData struct {
 func (h *Handler) executionPage(c *gin.Context) {
 	ctx := c.Request.Context()
 	id := c.Param("id")
+	if key := c.Param("key"); key != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(key)
+		if err != nil {
+			h.pageError(c, http.StatusNotFound, "Not found", "There is no such execution.")
+			return
+		}
+		id = string(raw)
+	}
 	x, up, down, err := h.store.Lineage(ctx, id)
 	if err != nil {
 		h.pageFail(c, err)

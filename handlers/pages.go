@@ -43,16 +43,11 @@ func newPages(cfg Config) (*pages, error) {
 		"crmURL":    links.CRMOrder,
 		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
-		"withCSRF": func(f *formView, csrf string) formView {
-			v := *f
-			v.CSRF = csrf
-			return v
-		},
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
-		"resolveForm": func(path, csrf, item, holder string, review bool, prior any) formView {
-			v := formView{Path: path, CSRF: csrf, Item: item, Holder: holder, Confirm: !review}
+		"resolveForm": func(path, item, holder string, review bool, prior any) formView {
+			v := formView{Path: path, Item: item, Holder: holder, Confirm: !review}
 			if f, ok := prior.(resolveForm); ok && f.Item == item {
 				v.To, v.Note, v.CRMRef = f.To, f.Note, f.CRMRef
 			}
@@ -78,8 +73,8 @@ func newPages(cfg Config) (*pages, error) {
 // formView is what the resolution form gets. Confirm asks the person to
 // confirm that no execution still runs the action.
 type formView struct {
-	Path, CSRF, Item, Holder, To, Note, CRMRef string
-	Confirm                                    bool
+	Path, Item, Holder, To, Note, CRMRef string
+	Confirm                              bool
 }
 
 // view is what every page template gets: the page's own data in Data.
@@ -87,7 +82,6 @@ type view struct {
 	Title   string
 	Nav     string
 	User    string
-	CSRF    string
 	Review  int // the review queue's size, for the navigation
 	Notice  string
 	Problem string
@@ -103,9 +97,10 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p := r.Group("/", h.requireUser)
 	p.GET("/", h.eventsPage)
 	p.GET("/events/:source/*event_id", h.eventPage)
-	p.POST("/events/:source/*event_id", h.resolve)
+	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
 	p.GET("/review", h.reviewPage)
 	p.GET("/executions/:id", h.executionPage)
+	p.GET("/exec/:key", h.executionPage) // an id that is a dot segment, base64url (audit.Links.Execution)
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
 }
@@ -115,7 +110,6 @@ func (h *Handler) registerPages(r gin.IRouter) {
 func (h *Handler) render(c *gin.Context, code int, name string, v view) {
 	v.User = c.GetString(ctxUser)
 	if v.User != "" {
-		v.CSRF = h.csrfToken(v.User)
 		if st, err := h.store.Stats(c.Request.Context()); err == nil {
 			v.Review = st.ReviewQueue
 		}

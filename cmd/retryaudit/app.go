@@ -33,7 +33,8 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
-		Metrics: metrics, Logger: log,
+		Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
+		GaugeInterval: cfg.MetricsInterval,
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
@@ -112,6 +113,18 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 	j := &jobs{cancel: cancel}
 	worker := &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log, Owner: a.owner}
 	j.run(ctx, worker.Run)
+	j.run(ctx, func(ctx context.Context) error {
+		// Once per redactor version: what an earlier version stored
+		// unredacted is redacted now.
+		n, err := a.store.RedactStored(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("redacting stored errors failed; it runs again at the next start", "err", err)
+		case n > 0:
+			a.log.Info("redacted credentials in stored errors and alerts", "values", n)
+		}
+		return err
+	})
 	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
 		_, err := a.store.DetectStale(ctx)
 		return err

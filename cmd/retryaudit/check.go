@@ -469,11 +469,13 @@ func (d *overHTTP) event(ctx context.Context, event string) (drillEvent, error) 
 			ev.AlertNames = out["source"] == audit.ScratchSource && out["event_id"] == event
 		}
 	}
-	history, _ := out["history"].([]any)
+	history, _ := out["history"].([]any) // newest first
 	for _, l := range history {
 		m, _ := l.(map[string]any)
 		if m["kind"] == audit.KindOutcome {
-			ev.Outcome = fmt.Sprint(m["message"])
+			if ev.Outcome == "" {
+				ev.Outcome = fmt.Sprint(m["message"])
+			}
 			if m["decision"] == string(audit.OutcomeDone) {
 				ev.DoneOutcomes++
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/handlers"
 )
 
 // config is the whole configuration, read from RETRYAUDIT_* variables once at
@@ -47,8 +49,15 @@ type config struct {
 	SlackAPIURL     string
 	CRMLinks        map[string]string
 
-	UIUsers       map[string][]byte // name → bcrypt hash
-	UITrustHeader string
+	UIUsers          map[string][]byte // name → bcrypt hash
+	UITrustHeader    string
+	UITrustedProxies []netip.Prefix
+
+	MaxErrorBody    int64
+	BodyBudget      int64
+	DBMaxConns      int
+	DBLockTimeout   time.Duration
+	MetricsInterval time.Duration
 }
 
 // minRetention is the shortest RETRYAUDIT_RETENTION allowed: senders
@@ -161,6 +170,28 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.N8NAPIURL = e.httpURL("RETRYAUDIT_N8N_API_URL", e.str("RETRYAUDIT_N8N_API_URL", ""))
 	c.SlackAPIURL = e.httpURL("RETRYAUDIT_SLACK_API_URL", e.str("RETRYAUDIT_SLACK_API_URL", ""))
 	c.MaxBody = e.size("RETRYAUDIT_MAX_BODY", 1<<20)
+	c.MaxErrorBody = e.size("RETRYAUDIT_MAX_ERROR_BODY", max(8<<20, c.MaxBody))
+	c.BodyBudget = e.size("RETRYAUDIT_BODY_BUDGET", max(64<<20, c.MaxErrorBody))
+	if c.MaxErrorBody < c.MaxBody {
+		e.fail("RETRYAUDIT_MAX_ERROR_BODY", "is smaller than RETRYAUDIT_MAX_BODY (%d bytes)", c.MaxBody)
+	}
+	if c.BodyBudget < c.MaxErrorBody {
+		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
+	}
+	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
+	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", 2*time.Second)
+	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
+	if v := e.str("RETRYAUDIT_UI_TRUSTED_PROXIES", ""); v != "" {
+		proxies, err := handlers.ParseProxies(v)
+		if err != nil {
+			e.fail("RETRYAUDIT_UI_TRUSTED_PROXIES", "%v", err)
+		}
+		c.UITrustedProxies = proxies
+	}
+	if c.UITrustHeader != "" && len(c.UITrustedProxies) == 0 {
+		e.fail("RETRYAUDIT_UI_TRUST_HEADER", "requires RETRYAUDIT_UI_TRUSTED_PROXIES (the proxy's addresses or "+
+			"CIDR prefixes, e.g. 127.0.0.1): anyone else could send the header and be signed in")
+	}
 	c.LogLevel = e.logLevel("RETRYAUDIT_LOG_LEVEL")
 	if c.Retention < minRetention {
 		e.fail("RETRYAUDIT_RETENTION", "%s is under 3 days: senders redeliver for days, and a key "+
@@ -211,6 +242,28 @@ func (e *envReader) size(name string, def int64) int64 {
 		return def
 	}
 	return n * mult
+}
+
+func (e *envReader) integer(name string, def, lo, hi int) int {
+	v := e.str(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		e.fail(name, "%q is not a whole number from %d to %d", v, lo, hi)
+		return def
+	}
+	return n
+}
+
+// origin returns the scheme://host of a URL.
+func origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 func (e *envReader) logLevel(name string) slog.Level {

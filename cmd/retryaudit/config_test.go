@@ -31,6 +31,15 @@ func TestConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("the trust header with the proxies it trusts", func(t *testing.T) {
+		c, err := loadConfig(env(map[string]string{"RETRYAUDIT_UI_TRUST_HEADER": "X-Forwarded-User",
+			"RETRYAUDIT_UI_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8, ::1"}))
+		if err != nil || len(c.UITrustedProxies) != 3 || c.DBLockTimeout != 2*time.Second || c.DBMaxConns != 20 ||
+			c.MaxErrorBody != 8<<20 || c.BodyBudget != 64<<20 || c.MetricsInterval != 15*time.Second {
+			t.Errorf("%+v, %v", c, err)
+		}
+	})
+
 	t.Run("secrets from files", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "token")
 		os.WriteFile(path, []byte("from-a-file\n"), 0o600)
@@ -71,6 +80,12 @@ func TestConfig(t *testing.T) {
 		{map[string]string{"RETRYAUDIT_UI_USERS": "alice:plaintext"}, "not a bcrypt hash"},
 		{map[string]string{"RETRYAUDIT_TOKEN": "a", "RETRYAUDIT_TOKEN_FILE": "/x"}, "not both"},
 		{map[string]string{"RETRYAUDIT_LOG_LEVEL": "loud"}, "RETRYAUDIT_LOG_LEVEL"},
+		{map[string]string{"RETRYAUDIT_UI_TRUST_HEADER": "X-Forwarded-User"}, "requires RETRYAUDIT_UI_TRUSTED_PROXIES"},
+		{map[string]string{"RETRYAUDIT_UI_TRUSTED_PROXIES": "10.0.0.0/8, proxy.local"}, "proxy.local"},
+		{map[string]string{"RETRYAUDIT_MAX_BODY": "4MiB", "RETRYAUDIT_MAX_ERROR_BODY": "2MiB"}, "RETRYAUDIT_MAX_ERROR_BODY"},
+		{map[string]string{"RETRYAUDIT_BODY_BUDGET": "1MiB"}, "RETRYAUDIT_BODY_BUDGET"},
+		{map[string]string{"RETRYAUDIT_DB_MAX_CONNS": "1"}, "RETRYAUDIT_DB_MAX_CONNS"},
+		{map[string]string{"RETRYAUDIT_DB_LOCK_TIMEOUT": "never"}, "RETRYAUDIT_DB_LOCK_TIMEOUT"},
 	}
 	for _, tc := range bad {
 		t.Run("refuses "+strings.Join(keysOf(tc.vars), " "), func(t *testing.T) {

@@ -9,7 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/mattn/go-isatty"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/handlers"
@@ -55,6 +59,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	}
 	h, err := handlers.New(handlers.Config{
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, MaxBody: cfg.MaxBody,
+		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: metrics, UI: ui, Logger: log,
 	})
 	if err != nil {
@@ -130,9 +135,22 @@ func apiToken(cfg config, out io.Writer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("RETRYAUDIT_TOKEN is unset and the generated token is unusable: %w", err)
 	}
-	if created {
+	switch {
+	case created && isTerminal(out):
 		fmt.Fprintf(out, "retryaudit: generated the API token (kept in %s/token, mode 0600; it is printed only now).\n"+
 			"  In n8n, create a Header Auth credential: name Authorization, value Bearer %s\n", cfg.DataDir, token)
+	case created:
+		// Not a terminal: a log stream (journald under the shipped unit)
+		// that others may read. Say where it is, not what it is.
+		fmt.Fprintf(out, "retryaudit: generated the API token into %s (mode 0600); read it there to configure n8n "+
+			"(a Header Auth credential: name Authorization, value Bearer <token>)\n", filepath.Join(cfg.DataDir, "token"))
 	}
 	return token, nil
+}
+
+// isTerminal reports whether out is a terminal, where a generated secret
+// may be shown once.
+func isTerminal(out io.Writer) bool {
+	f, ok := out.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }

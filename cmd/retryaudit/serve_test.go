@@ -3,6 +3,8 @@ package main
 import (
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,6 +55,43 @@ func TestServe(t *testing.T) {
 	for _, want := range []string{"route=/v1/claims", "status=200", "decision=claimed", "status=401", "latency=", "stopped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestGeneratedSecretsStayOutOfTheLog: serve's output here is no terminal
+// (as under systemd, where it is the journal): the generated token and
+// password are not printed, the output says which file holds each, and the
+// files and the SQLite database are readable by the owner only.
+func TestGeneratedSecretsStayOutOfTheLog(t *testing.T) {
+	svc := startService(t, nil)
+	checkModes(t, svc.DataDir) // while the database is open: its -wal and -shm exist
+	svc.stop()
+	out := svc.Output.String()
+	if svc.Token == "" || svc.Password == "" {
+		t.Fatalf("no generated token or password in %s", svc.DataDir)
+	}
+	for name, secret := range map[string]string{"token": svc.Token, "password": svc.Password} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the generated %s is in the output:\n%s", name, out)
+		}
+	}
+	for _, file := range []string{"token", "ui-password"} {
+		if !strings.Contains(out, filepath.Join(svc.DataDir, file)) {
+			t.Errorf("the output does not say that %s holds a secret:\n%s", file, out)
+		}
+	}
+}
+
+func checkModes(t *testing.T, dir string) {
+	t.Helper()
+	for _, file := range []string{"token", "ui-password", "retryaudit.db", "retryaudit.db-wal", "retryaudit.db-shm"} {
+		st, err := os.Stat(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := st.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s has mode %o, want 600", file, perm)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -16,11 +17,10 @@ import (
 // password is generated at first start, kept in the data dir and printed
 // once. The CSRF key lives in the database, so that instances share it.
 func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (handlers.UIConfig, error) {
-	key, err := s.Secret(ctx, "csrf")
-	if err != nil {
-		return handlers.UIConfig{}, err
+	ui := handlers.UIConfig{TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers, TrustedProxies: cfg.UITrustedProxies}
+	if cfg.BaseURL != "" {
+		ui.TrustedOrigins = []string{origin(cfg.BaseURL)}
 	}
-	ui := handlers.UIConfig{CSRFKey: key, TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers}
 	if ui.TrustHeader != "" || len(ui.Users) > 0 {
 		return ui, nil
 	}
@@ -33,9 +33,13 @@ func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (h
 		return ui, err
 	}
 	ui.Users = map[string][]byte{"admin": hash}
-	if created {
+	switch {
+	case created && isTerminal(out):
 		fmt.Fprintf(out, "retryaudit: generated the pages' password (kept in %s/ui-password, mode 0600; printed only now).\n"+
 			"  Sign in as admin with %s\n", cfg.DataDir, pass)
+	case created:
+		fmt.Fprintf(out, "retryaudit: generated the pages' password into %s (mode 0600); sign in as admin with it\n",
+			filepath.Join(cfg.DataDir, "ui-password"))
 	}
 	return ui, nil
 }

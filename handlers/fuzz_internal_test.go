@@ -1,0 +1,143 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// seedBodies adds the captured n8n payloads and hook bodies as seeds.
+func seedBodies(f *testing.F, extra ...string) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	for _, e := range extra {
+		f.Add([]byte(e))
+	}
+}
+
+// decodeFields reads a body as the claim and outcome handlers do.
+func decodeFields(raw []byte, strs, ids, lists []string) (*object, map[string]string, bool) {
+	var fields map[string]json.RawMessage
+	if err := decodeOne(raw, &fields); err != nil || fields == nil {
+		return nil, nil, false
+	}
+	o := &object{fields: fields, errs: audit.FieldErrors{}}
+	got := map[string]string{}
+	for _, n := range strs {
+		got[n] = o.str(n)
+	}
+	for _, n := range ids {
+		got[n] = o.id(n)
+	}
+	for _, n := range lists {
+		got[n] = strings.Join(o.ids(n), "\x1f")
+	}
+	return o, got, true
+}
+
+// checkNoSilentRewrite fails when a field was accepted although the
+// decoder had to replace what was sent (invalid UTF-8, a lone surrogate):
+// two different ids would then be one key.
+func checkNoSilentRewrite(t *testing.T, o *object, got map[string]string) {
+	for name, v := range got {
+		if _, refused := o.errs[name]; refused {
+			continue
+		}
+		if !utf8.ValidString(v) {
+			t.Fatalf("%s accepted as invalid UTF-8: %q", name, v)
+		}
+		raw := bytes.ToLower(o.fields[name])
+		if strings.ContainsRune(v, utf8.RuneError) && !bytes.Contains(raw, []byte(`\ufffd`)) &&
+			!bytes.Contains(raw, []byte("\xef\xbf\xbd")) {
+			t.Fatalf("%s accepted after the decoder rewrote it: raw %q, decoded %q", name, o.fields[name], v)
+		}
+	}
+}
+
+// FuzzClaimDecoder: any body, no panic; a claim field is either refused
+// or exactly what was sent.
+func FuzzClaimDecoder(f *testing.F) {
+	seedBodies(f, `{"source":"shop","event_id":"inv-\ud800","execution_id":1}`, "{\"source\":\"s\",\"event_id\":\"a\xff\"}",
+		`{"source":"shop","event_id":"a","execution_id":"1","items":["x",2,"\udc00"]}`)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		o, got, ok := decodeFields(raw, []string{"source", "event_id", "workflow_name", "node", "fingerprint"},
+			[]string{"execution_id", "workflow_id", "retry_of"}, nil)
+		if !ok {
+			return
+		}
+		checkNoSilentRewrite(t, o, got)
+		items := o.ids("items")
+		for i, it := range items {
+			if _, refused := o.errs["items"]; refused {
+				break
+			}
+			if _, refused := o.errs["items["+strconv.Itoa(i)+"]"]; !refused && !utf8.ValidString(it) {
+				t.Fatalf("item %d accepted as invalid UTF-8", i)
+			}
+		}
+		req := audit.ClaimRequest{Source: got["source"], EventID: got["event_id"], ExecutionID: got["execution_id"],
+			WorkflowID: got["workflow_id"], WorkflowName: got["workflow_name"], Node: got["node"], RetryOf: got["retry_of"],
+			Items: items, Fingerprint: got["fingerprint"]}
+		if len(o.errs) == 0 && req.Validate() == nil && strings.ContainsRune(req.EventID, 0) {
+			t.Fatalf("a NUL in an accepted event id: %q", req.EventID)
+		}
+	})
+}
+
+// FuzzOutcomeDecoder: the same for an outcome report.
+func FuzzOutcomeDecoder(f *testing.F) {
+	seedBodies(f, `{"source":"shop","event_id":"a","outcome":"done","reason":"Bearer x\u0000"}`,
+		"{\"source\":\"shop\",\"event_id\":\"a\",\"outcome\":\"do\xffne\"}")
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		o, got, ok := decodeFields(raw, []string{"source", "event_id", "outcome"},
+			[]string{"item", "execution_id", "workflow_id", "crm_ref"}, nil)
+		if !ok {
+			return
+		}
+		checkNoSilentRewrite(t, o, got)
+		reason := o.text("reason")
+		if again := audit.RedactText(reason); again != reason {
+			t.Fatalf("a reason redacted twice changes: %q → %q", reason, again)
+		}
+	})
+}
+
+// FuzzErrorBody: the intake's stream reader and the payload parser on any
+// body: no panic; every JSON object is read and recorded with clean text and
+// a bounded payload.
+func FuzzErrorBody(f *testing.F) {
+	seedBodies(f, `{"execution":{"id":"1","error":{"message":"\u0000"}}}`, `{"trigger":{"error":{}}}`, `[]`, `{"a":`)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		b, err := readErrorBody(bytes.NewReader(raw), 1<<20)
+		var v map[string]any
+		valid := json.Unmarshal(raw, &v) == nil && v != nil
+		if valid && err != nil {
+			t.Fatalf("a JSON object refused: %v", err)
+		}
+		if err != nil {
+			return
+		}
+		r := audit.ParseErrorBody(b.sum, b.value)
+		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {
+			t.Fatalf("report %+v", r)
+		}
+		for _, s := range []string{r.ExecutionID, r.RetryOf, r.WorkflowID, r.WorkflowName, r.Mode, r.Node, r.Message, r.URL} {
+			if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+				t.Fatalf("unclean text %q", s)
+			}
+		}
+	})
+}
