@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,25 +105,17 @@ func (s *service) stop(t *testing.T) {
 
 // ledgerEvent is an event as GET /v1/events/{source}/{event_id} returns it.
 type ledgerEvent struct {
-	Source            string `json:"source"`
-	EventID           string `json:"event_id"`
-	Status            string `json:"status"`
-	NeedsReview       bool   `json:"needs_review"`
-	ReviewReason      string `json:"review_reason"`
-	HolderExecutionID string `json:"holder_execution_id"`
-	Deliveries        int    `json:"deliveries"`
-	CRMRef            string `json:"crm_ref"`
-	IdempotencyKey    string `json:"idempotency_key"`
-	History           []struct {
-		Kind        string `json:"kind"`
-		ExecutionID string `json:"execution_id"`
-		RetryOf     string `json:"retry_of"`
-		Decision    string `json:"decision"`
-		Delivery    string `json:"delivery"`
-		Status      string `json:"status"`
-		Message     string `json:"message"`
-	} `json:"history"`
-	Executions []struct {
+	Source            string        `json:"source"`
+	EventID           string        `json:"event_id"`
+	Status            string        `json:"status"`
+	NeedsReview       bool          `json:"needs_review"`
+	ReviewReason      string        `json:"review_reason"`
+	HolderExecutionID string        `json:"holder_execution_id"`
+	Deliveries        int           `json:"deliveries"`
+	CRMRef            string        `json:"crm_ref"`
+	IdempotencyKey    string        `json:"idempotency_key"`
+	History           []historyLine `json:"history"`
+	Executions        []struct {
 		ExecutionID string `json:"execution_id"`
 		Mode        string `json:"mode"`
 		RetryOf     string `json:"retry_of"`
@@ -141,10 +135,25 @@ type ledgerEvent struct {
 	} `json:"alerts"`
 }
 
-// decisions returns the claims' decisions in order.
+// historyLine is a line of an event's history.
+type historyLine struct {
+	ID          int64  `json:"id"`
+	Kind        string `json:"kind"`
+	ExecutionID string `json:"execution_id"`
+	RetryOf     string `json:"retry_of"`
+	Decision    string `json:"decision"`
+	Delivery    string `json:"delivery"`
+	Status      string `json:"status"`
+	Message     string `json:"message"`
+}
+
+// decisions returns the claims' decisions in the order they were made
+// (whatever order the API lists the history in).
 func (e ledgerEvent) decisions() []string {
+	history := slices.Clone(e.History)
+	slices.SortFunc(history, func(a, b historyLine) int { return cmp.Compare(a.ID, b.ID) })
 	var out []string
-	for _, h := range e.History {
+	for _, h := range history {
 		if h.Kind == "claim" {
 			out = append(out, h.Decision)
 		}
