@@ -309,6 +309,9 @@ func (c *claimer) record(ctx context.Context, res ClaimResult) error {
 	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
 		return err
 	}
+	if err := c.s.count(ctx, c.tx, c.now, c.req.Source, c.req.WorkflowID, claimMetrics(res)...); err != nil {
+		return err
+	}
 	if res.FingerprintMismatch {
 		if err := c.fingerprintMismatch(ctx, res); err != nil {
 			return err

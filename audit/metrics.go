@@ -31,8 +31,8 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retryaudit_claims_total", Help: "Claims answered, by decision and kind of delivery.",
-		}, []string{"decision", "delivery"}),
+			Name: "retryaudit_claims_total", Help: "Claims answered, by decision, kind of delivery and why a known key came again.",
+		}, []string{"decision", "delivery", "class"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryaudit_outcomes_total", Help: "Outcome reports, by outcome and whether they changed the entry.",
 		}, []string{"outcome", "changed"}),
@@ -65,7 +65,7 @@ func NewMetrics() *Metrics {
 
 func (m *Metrics) claimed(r ClaimResult) {
 	if m != nil {
-		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery)).Inc()
+		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery), string(r.Class)).Inc()
 	}
 }
 

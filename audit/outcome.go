@@ -176,6 +176,9 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req OutcomeReque
 		refused := s.judge(req, e, chain)
 		if refused != nil && ErrorCode(refused) == CodeNotHolder {
 			alerted, err := s.keepEvidence(ctx, tx, req, e, chain, refused.Error(), now)
+			if err == nil {
+				err = s.countFor(ctx, tx, now, req.Source, req.ExecutionID, MetricRefused)
+			}
 			return res, refused, alerted, err
 		}
 		return res, refused, false, nil
@@ -198,6 +201,9 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req OutcomeReque
 		h.RetryOf = chain[1]
 	}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+		return OutcomeResult{}, nil, false, err
+	}
+	if err := s.countFor(ctx, tx, now, req.Source, req.ExecutionID, MetricOutcome+string(req.Outcome)); err != nil {
 		return OutcomeResult{}, nil, false, err
 	}
 	if req.Outcome == OutcomeUnknown {

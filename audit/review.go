@@ -107,6 +107,12 @@ func (s *Store) Resolve(ctx context.Context, req ResolveRequest) (Status, error)
 		if _, err := s.addHistory(ctx, tx, h, now); err != nil {
 			return err
 		}
+		if err := s.recordResolution(ctx, tx, req.Source, req.EventID, req.Item, now); err != nil {
+			return err
+		}
+		if err := s.countFor(ctx, tx, now, req.Source, e.Holder, MetricResolved); err != nil {
+			return err
+		}
 		alerted, err = s.followUp(ctx, tx, h, now)
 		return err
 	})

@@ -1,10 +1,14 @@
 package handlers_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
@@ -170,4 +174,86 @@ func p95(took []time.Duration) time.Duration {
 	}
 	slices.Sort(took)
 	return took[(len(took)*95)/100]
+}
+
+// BenchmarkOverview renders /overview over RETRYAUDIT_BENCH_EVENTS seeded
+// events (default 1,000,000: 1% of them processing, a tenth of those in
+// review) and 14 days of rollups from 3 sources and 6 workflows, and reports
+// the time per page.
+func BenchmarkOverview(b *testing.B) {
+	n := 1000000
+	if v, err := strconv.Atoi(os.Getenv("RETRYAUDIT_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	for _, dialect := range audittest.Dialects {
+		b.Run(dialect, func(b *testing.B) {
+			store := audittest.Open(b, dialect, audit.Options{})
+			seedOverview(b, store, dialect, n)
+			cfg := handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"}}
+			withUI(&cfg, nil)
+			h, err := handlers.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			engine := h.Engine()
+			render := func() {
+				req := httptest.NewRequest("GET", "/overview", nil)
+				req.SetBasicAuth("alice", alicePassword)
+				rec := httptest.NewRecorder()
+				engine.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "<svg") {
+					b.Fatalf("GET /overview: %d", rec.Code)
+				}
+			}
+			render() // signs in once: bcrypt is not the page's cost
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				render()
+			}
+			b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/page")
+		})
+	}
+}
+
+func seedOverview(b *testing.B, store *audit.Store, dialect string, n int) {
+	b.Helper()
+	db := store.DB()
+	events := `INSERT INTO webhook_events (source, event_id, status, review_reason, created_at, updated_at, last_seen_at)
+		SELECT 'shop' || (i % 3), 'order-' || i, CASE WHEN i % 100 = 0 THEN 'processing' ELSE 'done' END,
+		CASE WHEN i % 1000 = 0 THEN 'unknown' ELSE '' END, now(), now(), now() FROM generate_series(1, $1) AS i`
+	rollups := `INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+		SELECT date_trunc('hour', now()) - h * interval '1 hour', 'shop' || s, 'wf' || w, m, sh, 1 + (h + w) % 7
+		FROM generate_series(0, 14 * 24) AS h, generate_series(0, 2) AS s, generate_series(0, 5) AS w,
+		unnest(ARRAY['delivery', 'first', 'stopped.sender_retry', 'stopped.n8n_double_start', 'retry', 'capture',
+			'outcome.done', 'resolved']) AS m, generate_series(0, 3) AS sh`
+	if dialect == "sqlite" {
+		now := "strftime('%Y-%m-%dT%H:%M:%f000Z', 'now')"
+		events = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO webhook_events (source, event_id, status, review_reason, created_at, updated_at, last_seen_at)
+			SELECT 'shop' || (i % 3), 'order-' || i, CASE WHEN i % 100 = 0 THEN 'processing' ELSE 'done' END,
+			CASE WHEN i % 1000 = 0 THEN 'unknown' ELSE '' END, ` + now + `, ` + now + `, ` + now + ` FROM n`
+		rollups = `WITH RECURSIVE h(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM h WHERE i < 336),
+			s(i) AS (VALUES (0), (1), (2)), w(i) AS (VALUES (0), (1), (2), (3), (4), (5)),
+			m(v) AS (VALUES ('delivery'), ('first'), ('stopped.sender_retry'), ('stopped.n8n_double_start'), ('retry'),
+				('capture'), ('outcome.done'), ('resolved')), sh(i) AS (VALUES (0), (1), (2), (3))
+			INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+			SELECT strftime('%Y-%m-%dT%H:00:00.000000Z', 'now', '-' || h.i || ' hours'), 'shop' || s.i, 'wf' || w.i, m.v,
+			sh.i, 1 + (h.i + w.i) % 7 FROM h, s, w, m, sh`
+	}
+	for _, q := range []string{events, rollups} {
+		args := []any{}
+		if q == events {
+			args = append(args, n)
+		}
+		if _, err := db.Exec(q, args...); err != nil {
+			b.Fatalf("seed: %v", err)
+		}
+	}
+	if err := store.CompactStats(context.Background()); err != nil {
+		b.Fatalf("compact: %v", err)
+	}
+	if dialect == "postgres" {
+		db.Exec(`ANALYZE`)
+	}
 }

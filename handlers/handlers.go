@@ -120,6 +120,7 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
+	v1.GET("/stats", h.getStats)
 
 	h.registerPages(r)
 }

@@ -38,8 +38,8 @@ func (s *server) scrape(t *testing.T, sample string) float64 {
 func TestMetrics(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		s := newServer(t, dialect)
-		claimed := `retryaudit_claims_total{decision="claimed",delivery="first_delivery"}`
-		redelivered := `retryaudit_claims_total{decision="in_progress",delivery="redelivery"}`
+		claimed := `retryaudit_claims_total{class="",decision="claimed",delivery="first_delivery"}`
+		redelivered := `retryaudit_claims_total{class="n8n_double_start",decision="in_progress",delivery="redelivery"}`
 		if v := s.scrape(t, claimed); v != 0 {
 			t.Fatalf("%s = %v before any claim", claimed, v)
 		}

@@ -281,10 +281,23 @@ func chain(retryOf map[string]string, parent string) string {
 	return strings.Join(parts, " ← ")
 }
 
+// classWords say why a delivery happened, as the event page tells it.
+var classWords = map[audit.Class]string{
+	audit.ClassDoubleStart:       "n8n started a second execution for the same call",
+	audit.ClassSenderRetry:       "the sender delivered the event again",
+	audit.ClassParallelWorkflows: "another workflow received the same event",
+	audit.ClassManualRetry:       "a Retry in n8n",
+	audit.ClassAfterFailure:      "a delivery after the event had failed: it was processed again",
+}
+
 func historyTitle(l audit.HistoryLine) string {
 	switch l.Kind {
 	case audit.KindClaim:
-		return "Claim: " + strings.ReplaceAll(l.Decision, "_", " ") + " (" + strings.ReplaceAll(l.Delivery, "_", " ") + ")"
+		title := "Claim: " + strings.ReplaceAll(l.Decision, "_", " ") + " (" + strings.ReplaceAll(l.Delivery, "_", " ") + ")"
+		if why := classWords[audit.Class(l.Class)]; why != "" {
+			title += " — " + why
+		}
+		return title
 	case audit.KindOutcome:
 		return "Outcome: " + l.Decision
 	case audit.KindError:

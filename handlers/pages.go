@@ -16,7 +16,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html.
-var pageNames = []string{"events", "event", "review", "execution", "errors", "error", "message"}
+var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message"}
 
 // pages holds the parsed templates.
 type pages struct {
@@ -43,6 +43,9 @@ func newPages(cfg Config) (*pages, error) {
 		"crmURL":    links.CRMOrder,
 		"short":     func(n int, s string) string { return audit.Truncate(s, n) },
 		"idemKey":   audit.IdempotencyKey,
+		"sub":       func(a, b float64) float64 { return a - b },
+		"half":      func(a float64) float64 { return a / 2 },
+		"percent":   func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
@@ -56,7 +59,7 @@ func newPages(cfg Config) (*pages, error) {
 	}
 	p := &pages{tmpl: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templates.FS, "layout.html", name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templates.FS, "layout.html", "charts.html", name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("handlers: parse page %s: %w", name, err)
 		}
@@ -96,6 +99,7 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	})
 	p := r.Group("/", h.requireUser)
 	p.GET("/", h.eventsPage)
+	p.GET("/overview", h.overviewPage)
 	p.GET("/events/:source/*event_id", h.eventPage)
 	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
 	p.GET("/review", h.reviewPage)

@@ -130,6 +130,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		return err
 	})
 	j.leased(ctx, a.store, a.log, a.owner, "retention", 10*time.Minute, a.retention)
+	j.leased(ctx, a.store, a.log, a.owner, "stats", 5*time.Minute, a.store.CompactStats)
 	if a.n8n != nil {
 		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Metrics: a.metrics,
 			Grace: cfg.N8NReconcileGrace, Lookback: cfg.N8NReconcileLookback}

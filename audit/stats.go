@@ -1,0 +1,279 @@
+package audit
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The metrics kept per hour, source and workflow. A claim counts once per
+// execution (a resend within one execution counts nothing).
+const (
+	MetricDelivery = "delivery" // an execution presented the key
+	MetricFirst    = "first"    // a first delivery
+	MetricStopped  = "stopped." // + class: a redelivery told not to act
+	MetricRetry    = "retry"    // a Retry recognised and told to act
+	MetricCapture  = "capture"  // a delivery captured a failed entry
+	MetricOutcome  = "outcome." // + outcome: a report that moved the entry
+	MetricRefused  = "refused"  // a report refused: its execution does not hold the entry
+	MetricResolved = "resolved" // a person resolved an entry
+	MetricAlert    = "alert."   // + kind: an alert that opens a thread
+	statsShards    = 16         // rows per counter: concurrent writers rarely meet
+	statsWindow    = 14 * 24 * time.Hour
+)
+
+// claimMetrics are what one claim counts.
+func claimMetrics(res ClaimResult) []string {
+	if res.Delivery == DeliverySameExecution {
+		return nil
+	}
+	m := []string{MetricDelivery}
+	switch {
+	case res.Delivery == DeliveryFirst:
+		m = append(m, MetricFirst)
+	case !res.Process:
+		m = append(m, MetricStopped+string(res.Class))
+	case res.Class == ClassManualRetry:
+		m = append(m, MetricRetry)
+	case res.Class == ClassAfterFailure:
+		m = append(m, MetricCapture)
+	}
+	return m
+}
+
+// count adds one to each metric for the hour of now, in the caller's
+// transaction: the numbers are committed with what they count.
+func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, workflowID string, metrics ...string) error {
+	hour := s.d.t(now.UTC().Truncate(time.Hour))
+	shard := rand.IntN(statsShards)
+	for _, m := range metrics {
+		if _, err := s.exec(ctx, tx, "count", `INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+			VALUES (?, ?, ?, ?, ?, 1)
+			ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + 1`,
+			hour, source, workflowID, m, shard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countFor counts metrics under the workflow the service knows executionID
+// by (none when it knows none).
+func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source, executionID string, metrics ...string) error {
+	var wf string
+	err := s.get(ctx, tx, &wf, "read workflow", `SELECT workflow_id FROM executions WHERE execution_id = ?`, executionID)
+	if err != nil && !isNoRows(err) {
+		return err
+	}
+	return s.count(ctx, tx, now, source, wf, metrics...)
+}
+
+// StatsFilter selects the overview's numbers. Zero values: the last 14 days,
+// every source.
+type StatsFilter struct {
+	From, To time.Time
+	Source   string
+}
+
+// Counter is one metric's count: for an hour or a day (Hour), or for a
+// source and a workflow over the window (Hour zero).
+type Counter struct {
+	Hour       time.Time `db:"hour" json:"hour"`
+	Source     string    `db:"source" json:"source"`
+	WorkflowID string    `db:"workflow_id" json:"workflow_id"`
+	Metric     string    `db:"metric" json:"metric"`
+	N          int64     `db:"n" json:"n"`
+}
+
+// ReviewAge is an entry waiting for a person, for the overview's queue.
+type ReviewAge struct {
+	EventKey
+	Reason string    `db:"review_reason" json:"review_reason"`
+	Since  time.Time `db:"updated_at" json:"since"`
+}
+
+// Resolution is how long one unknown outcome waited for a person.
+type Resolution struct {
+	At      time.Time `db:"resolved_at" json:"resolved_at"`
+	Source  string    `db:"source" json:"source"`
+	Seconds float64   `db:"seconds" json:"seconds"`
+}
+
+// ReviewCount is how many entries of one source, held by one workflow's
+// executions, wait for review.
+type ReviewCount struct {
+	Source     string `db:"source" json:"source"`
+	WorkflowID string `db:"workflow_id" json:"workflow_id"`
+	N          int    `db:"n" json:"n"`
+}
+
+// AlertState counts the alerts (first messages of a thread) in one state.
+type AlertState struct {
+	State string `db:"state" json:"state"`
+	N     int    `db:"n" json:"n"`
+}
+
+// Overview is every number the overview page and /v1/stats show.
+type Overview struct {
+	From, To    time.Time
+	Hourly      []Counter    // per hour and metric, for the hours not folded into days yet
+	Daily       []Counter    // per day and metric
+	Groups      []Counter    // per source, workflow and metric over the window
+	Review      []ReviewAge  // everything waiting, oldest first (at most 1,000)
+	ReviewTotal int          // how many wait
+	Resolutions []Resolution // in the window, oldest first
+	Alerts      []AlertState // alerts opened in the window, by state
+	InReview    []ReviewCount
+}
+
+// resolutionWeeks is how far back the overview reads resolution times.
+const resolutionWeeks = 8
+
+// Overview reads the numbers of the overview: the rollups, the review
+// queue, the resolution times and the alerts' states. It reads no event
+// row but those waiting for review, so it costs the same at a million
+// events as at a thousand.
+func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
+	now := s.now()
+	if f.To.IsZero() {
+		f.To = now
+	}
+	if f.From.IsZero() {
+		f.From = f.To.Add(-statsWindow)
+	}
+	o := Overview{From: f.From, To: f.To}
+	from, to := s.d.t(f.From.UTC().Truncate(time.Hour)), s.d.t(f.To)
+	day := s.d.t(f.From.UTC().Truncate(24 * time.Hour))
+	for _, q := range []struct {
+		dest  *[]Counter
+		query string
+		from  any
+	}{
+		{&o.Hourly, `SELECT hour, '' AS source, '' AS workflow_id, metric, sum(n) AS n FROM stats_hourly
+			WHERE hour >= ? AND hour <= ? AND (? = '' OR source = ?) GROUP BY hour, metric ORDER BY hour, metric`, from},
+		{&o.Daily, `SELECT day AS hour, '' AS source, '' AS workflow_id, metric, sum(n) AS n FROM stats_daily
+			WHERE day >= ? AND day <= ? AND (? = '' OR source = ?) GROUP BY day, metric ORDER BY day, metric`, day},
+		{&o.Groups, `SELECT source, workflow_id, metric, sum(n) AS n FROM (
+			SELECT source, workflow_id, metric, n FROM stats_hourly WHERE hour >= ? AND hour <= ? AND (? = '' OR source = ?)
+			UNION ALL
+			SELECT source, workflow_id, metric, n FROM stats_daily WHERE day >= ? AND day <= ? AND (? = '' OR source = ?)
+			) c GROUP BY source, workflow_id, metric ORDER BY source, workflow_id, metric`, nil},
+	} {
+		args := []any{q.from, to, f.Source, f.Source}
+		if q.from == nil {
+			args = []any{from, to, f.Source, f.Source, day, to, f.Source, f.Source}
+		}
+		if err := s.selectAll(ctx, s.db, q.dest, "read counters", q.query, args...); err != nil {
+			return o, err
+		}
+	}
+	cutoff := s.d.t(s.reviewCutoff())
+	if err := s.selectAll(ctx, s.db, &o.InReview, "count review queue", `SELECT w.source,
+		COALESCE(x.workflow_id, '') AS workflow_id, count(*) AS n
+		FROM webhook_events w LEFT JOIN executions x ON x.execution_id = w.holder_execution_id
+		WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < ?) AND (? = '' OR w.source = ?)
+		GROUP BY w.source, COALESCE(x.workflow_id, '')`, cutoff, f.Source, f.Source); err != nil {
+		return o, err
+	}
+	for _, c := range o.InReview {
+		o.ReviewTotal += c.N
+	}
+	if err := s.selectAll(ctx, s.db, &o.Review, "read review queue", `SELECT source, event_id, review_reason, updated_at
+		FROM webhook_events WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
+		AND (? = '' OR source = ?) ORDER BY updated_at LIMIT 1000`, cutoff, f.Source, f.Source); err != nil {
+		return o, err
+	}
+	if err := s.selectAll(ctx, s.db, &o.Resolutions, "read resolutions", `SELECT resolved_at, source, seconds
+		FROM resolution_times WHERE resolved_at >= ? AND resolved_at <= ? AND (? = '' OR source = ?)
+		ORDER BY resolved_at`, s.d.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
+		return o, err
+	}
+	err := s.selectAll(ctx, s.db, &o.Alerts, "count alerts", `SELECT state, count(*) AS n FROM outbox
+		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
+		GROUP BY state ORDER BY state`, from, to, f.Source, f.Source)
+	return o, err
+}
+
+// CompactStats merges the shards of past hours into one row and folds the
+// hours older than 48 h into days, all in one transaction: a count is never
+// lost nor counted twice. It leaves the last ten minutes alone, so that it
+// never meets a claim still counting into them. Days older than 400 are
+// deleted.
+func (s *Store) CompactStats(ctx context.Context) error {
+	now := s.now().UTC()
+	closed := s.d.t(now.Add(-10 * time.Minute).Truncate(time.Hour))
+	fold := now.Add(-48 * time.Hour).Truncate(time.Hour)
+	type step struct {
+		op, query string
+		args      []any
+	}
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		steps := []step{
+			{"merge shards", `INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+				SELECT hour, source, workflow_id, metric, 0, sum(n) FROM stats_hourly WHERE hour < ? AND shard <> 0
+				GROUP BY hour, source, workflow_id, metric
+				ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n`,
+				[]any{closed}},
+			{"merge shards", `DELETE FROM stats_hourly WHERE hour < ? AND shard <> 0`, []any{closed}},
+		}
+		var hours []time.Time
+		if err := s.selectAll(ctx, tx, &hours, "read old hours", `SELECT DISTINCT hour FROM stats_hourly WHERE hour < ?`,
+			s.d.t(fold)); err != nil {
+			return err
+		}
+		days := map[time.Time]bool{}
+		for _, h := range hours {
+			days[h.UTC().Truncate(24*time.Hour)] = true
+		}
+		for d := range days {
+			end := d.Add(24 * time.Hour)
+			if end.After(fold) {
+				end = fold
+			}
+			steps = append(steps,
+				step{"fold into days", `INSERT INTO stats_daily (day, source, workflow_id, metric, n)
+					SELECT ?, source, workflow_id, metric, sum(n) FROM stats_hourly WHERE hour >= ? AND hour < ?
+					GROUP BY source, workflow_id, metric
+					ON CONFLICT (day, source, workflow_id, metric) DO UPDATE SET n = stats_daily.n + excluded.n`,
+					[]any{s.d.t(d), s.d.t(d), s.d.t(end)}},
+				step{"fold into days", `DELETE FROM stats_hourly WHERE hour >= ? AND hour < ?`, []any{s.d.t(d), s.d.t(end)}})
+		}
+		steps = append(steps, step{"forget old days", `DELETE FROM stats_daily WHERE day < ?`,
+			[]any{s.d.t(now.Add(-400 * 24 * time.Hour))}})
+		for _, st := range steps {
+			if _, err := s.exec(ctx, tx, st.op, st.query, st.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// recordResolution keeps how long an entry's unknown outcome (or error)
+// waited for the person who resolved it now.
+func (s *Store) recordResolution(ctx context.Context, tx *sqlx.Tx, source, eventID, item string, now time.Time) error {
+	var since []time.Time
+	if err := s.selectAll(ctx, tx, &since, "read review start", `SELECT at FROM event_history
+		WHERE source = ? AND event_id = ? AND item = ? AND ((kind = 'outcome' AND decision = 'unknown') OR kind = 'error')
+		ORDER BY id DESC LIMIT 1`, source, eventID, item); err != nil || len(since) == 0 {
+		return err
+	}
+	_, err := s.exec(ctx, tx, "record resolution", `INSERT INTO resolution_times (resolved_at, source, seconds)
+		VALUES (?, ?, ?)`, s.d.t(now), source, now.Sub(since[0]).Seconds())
+	return err
+}
+
+// Percentile returns the p-th percentile (0–1) of vs, by nearest rank; 0
+// for none.
+func Percentile(vs []float64, p float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(vs)
+	slices.Sort(sorted)
+	i := int(float64(len(sorted))*p+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

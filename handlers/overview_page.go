@@ -1,0 +1,117 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+type overviewData struct {
+	stats
+	Daily, Hourly, Groups, Ages, Resolution, Alerts chart
+	StoppedTotal                                    int64
+	WorkflowGroups                                  []groupCounts
+}
+
+// overviewPage shows in pictures what the ledger stopped and what waits for
+// a person.
+func (h *Handler) overviewPage(c *gin.Context) {
+	f, err := statsFilter(c)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	o, err := h.store.Overview(c.Request.Context(), f)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	st := buildStats(o, f.Source, h.cfg.Now())
+	d := overviewData{stats: st}
+	for _, n := range st.Totals.Stopped {
+		d.StoppedTotal += n
+	}
+	d.Daily = activityChart("daily", "Per day, last 14 days", "day", st.Days, "Jan 2")
+	d.Hourly = activityChart("hourly", "Per hour, last 48 hours", "hour (UTC)", st.Hours, "15h")
+	d.Groups = groupChart(st.ByWorkflow)
+	d.Ages = agesChart(st.Ages)
+	d.Resolution = resolutionChart(st.Resolutions)
+	d.Alerts = alertsChart(st)
+	h.render(c, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// activityChart stacks, per bucket, first deliveries, the redeliveries
+// stopped by why they happened, the Retries recognised and the captures.
+func activityChart(id, title, xLabel string, buckets []bucketCounts, layout string) chart {
+	labels := make([]string, len(buckets))
+	ss := []series{{Name: "first deliveries", Class: "s1"}}
+	for i, cn := range classNames {
+		ss = append(ss, series{Name: "stopped: " + cn.Name, Class: "s" + strconv.Itoa(i+2)})
+	}
+	ss = append(ss, series{Name: "Retries recognised", Class: "s6"}, series{Name: "captures after failed", Class: "s7"})
+	for i, b := range buckets {
+		labels[i] = b.Start.Format(layout)
+		ss[0].Values = append(ss[0].Values, float64(b.First))
+		for j, cn := range classNames {
+			ss[j+1].Values = append(ss[j+1].Values, float64(b.Stopped[cn.Class]))
+		}
+		ss[len(ss)-2].Values = append(ss[len(ss)-2].Values, float64(b.Retries))
+		ss[len(ss)-1].Values = append(ss[len(ss)-1].Values, float64(b.Captures))
+	}
+	return stackedBars(id, title, xLabel, "deliveries", labels, ss)
+}
+
+func groupChart(groups []groupCounts) chart {
+	groups = groups[:min(8, len(groups))]
+	labels := make([]string, len(groups))
+	first := series{Name: "events", Class: "s1"}
+	stopped := series{Name: "duplicates stopped", Class: "s2"}
+	for i, g := range groups {
+		labels[i] = g.WorkflowID
+		if labels[i] == "" {
+			labels[i] = "(none)"
+		}
+		first.Values = append(first.Values, float64(g.Events))
+		stopped.Values = append(stopped.Values, float64(g.Stopped))
+	}
+	return stackedBars("workflows", "Per workflow, last 14 days (most duplicates first)", "workflow", "deliveries",
+		labels, []series{first, stopped})
+}
+
+func agesChart(ages []ageBucket) chart {
+	labels := make([]string, len(ages))
+	s := series{Name: "entries", Class: "s5"}
+	for i, a := range ages {
+		labels[i] = a.Label
+		s.Values = append(s.Values, float64(a.N))
+	}
+	return stackedBars("ages", "Waiting for a person, by how long", "waiting for", "entries", labels, []series{s})
+}
+
+func resolutionChart(weeks []weekResolution) chart {
+	labels := make([]string, len(weeks))
+	med := series{Name: "median", Class: "s1"}
+	p90 := series{Name: "90th percentile", Class: "s4"}
+	for i, w := range weeks {
+		labels[i] = w.Week.Format("Jan 2")
+		med.Values = append(med.Values, w.MedianSeconds/3600)
+		p90.Values = append(p90.Values, w.P90Seconds/3600)
+	}
+	return lines("resolution", "From unknown to a person's resolution, per week", "week of", "hours",
+		labels, []series{med, p90}, func(v float64) string { return fmt.Sprintf("%.1fh", v) })
+}
+
+func alertsChart(st stats) chart {
+	var labels []string
+	s := series{Name: "alerts", Class: "s3"}
+	for _, state := range []string{audit.OutboxSent, audit.OutboxPending, audit.OutboxSending, audit.OutboxDead,
+		audit.OutboxUnconfigured, audit.OutboxSkipped} {
+		labels = append(labels, state)
+		s.Values = append(s.Values, float64(st.Alerts[state]))
+	}
+	return stackedBars("alerts", "Alerts opened in the last 14 days, by state", "state", "alerts", labels, []series{s})
+}
