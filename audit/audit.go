@@ -14,6 +14,7 @@ package audit
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"strconv"
 	"time"
@@ -131,31 +132,32 @@ const (
 // taken for n8n starting twice (seen 20–155 ms apart).
 const DoubleStartWindow = 2 * time.Second
 
-// previousDelivery is what the service knows of the last execution that
-// presented a key, and whether another workflow ever did.
+// previousDelivery is what a redelivery is compared with: the workflow of
+// the event's first delivery, and the delivery id and time of its last one.
 type previousDelivery struct {
-	DeliveryID    string    `db:"delivery_id"`
-	WorkflowID    string    `db:"workflow_id"`
-	At            time.Time `db:"first_seen_at"`
-	OtherWorkflow bool      `db:"other_workflow"`
+	FirstWorkflowID string       `db:"first_workflow_id"`
+	LastDeliveryID  string       `db:"last_delivery_id"`
+	LastAt          sql.NullTime `db:"last_presented_at"`
+	Fingerprint     string       `db:"fingerprint"`
 }
 
-// classify says why a new execution presented a known key. fingerprintSame
-// reports that its fingerprint is the first one's (or either is missing).
-func classify(d Decision, lineage bool, prev previousDelivery, deliveryID string, fingerprintSame bool, now time.Time) Class {
+// classify says why a new execution of workflowID presented a known key,
+// given what the entry says of the deliveries before.
+func classify(d Decision, lineage bool, prev previousDelivery, deliveryID, workflowID, fingerprint string, now time.Time) Class {
 	switch {
 	case lineage:
 		return ClassManualRetry
 	case d == DecisionReclaimed:
 		return ClassAfterFailure
-	case prev.OtherWorkflow:
+	case prev.FirstWorkflowID != "" && workflowID != "" && workflowID != prev.FirstWorkflowID:
 		return ClassParallelWorkflows
 	}
-	soon := now.Sub(prev.At) <= DoubleStartWindow
+	soon := prev.LastAt.Valid && now.Sub(prev.LastAt.Time) <= DoubleStartWindow
+	samePrint := fingerprint == "" || prev.Fingerprint == "" || fingerprint == prev.Fingerprint
 	switch {
-	case deliveryID != "" && deliveryID == prev.DeliveryID && soon:
+	case deliveryID != "" && deliveryID == prev.LastDeliveryID && soon:
 		return ClassDoubleStart
-	case deliveryID == "" && prev.DeliveryID == "" && fingerprintSame && soon:
+	case deliveryID == "" && prev.LastDeliveryID == "" && samePrint && soon:
 		return ClassDoubleStart
 	}
 	return ClassSenderRetry

@@ -243,16 +243,13 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	}
 	if !c.created {
 		var prev previousDelivery
-		if _, err := c.s.namedGet(ctx, c.tx, &prev, "read deliveries", previousPresenter, map[string]any{
-			"source": c.req.Source, "event_id": c.req.EventID, "execution_id": c.req.ExecutionID,
-			"workflow_id": c.req.WorkflowID}); err != nil {
+		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", `SELECT first_workflow_id, last_delivery_id,
+			last_presented_at, fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`,
+			c.req.Source, c.req.EventID); err != nil {
 			return err
 		}
-		same, err := c.sameFingerprint(ctx)
-		if err != nil {
-			return err
-		}
-		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, same, c.now)
+		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, c.req.WorkflowID,
+			c.req.Fingerprint, c.now)
 	}
 	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
 		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
@@ -282,18 +279,6 @@ func (c *claimer) present(ctx context.Context, res *ClaimResult) error {
 	res.Deliveries = counted.Deliveries
 	res.FingerprintMismatch = c.req.Fingerprint != "" && counted.Fingerprint != c.req.Fingerprint
 	return nil
-}
-
-// sameFingerprint reports whether the claim's fingerprint is the event's
-// first one, or one of them is missing.
-func (c *claimer) sameFingerprint(ctx context.Context) (bool, error) {
-	if c.req.Fingerprint == "" {
-		return true, nil
-	}
-	var first string
-	err := c.s.get(ctx, c.tx, &first, "read fingerprint",
-		`SELECT fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`, c.req.Source, c.req.EventID)
-	return first == "" || first == c.req.Fingerprint, err
 }
 
 // record writes the claim's history line and what follows from it.
@@ -404,17 +389,12 @@ const (
 		RETURNING execution_id`
 	markActed = `UPDATE event_executions SET acted = true
 		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
-	// previousPresenter reads the last execution that presented the key,
-	// and whether one of another workflow ever did.
-	previousPresenter = `SELECT ee.delivery_id, ee.workflow_id, ee.first_seen_at,
-		EXISTS (SELECT 1 FROM event_executions o WHERE o.source = ee.source AND o.event_id = ee.event_id
-			AND o.role = 'claim' AND o.workflow_id <> '' AND :workflow_id <> '' AND o.workflow_id <> :workflow_id) AS other_workflow
-		FROM event_executions ee
-		WHERE ee.source = :source AND ee.event_id = :event_id AND ee.role = 'claim' AND ee.execution_id <> :execution_id
-		ORDER BY ee.first_seen_at DESC LIMIT 1`
 	// countDelivery counts a new presenter and keeps the first fingerprint.
 	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
-		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END
+		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END,
+		first_workflow_id = CASE WHEN first_workflow_id = '' AND :new = 1 THEN :workflow_id ELSE first_workflow_id END,
+		last_delivery_id = CASE WHEN :new = 1 THEN :delivery_id ELSE last_delivery_id END,
+		last_presented_at = CASE WHEN :new = 1 THEN :now ELSE last_presented_at END
 		WHERE source = :source AND event_id = :event_id
 		RETURNING deliveries, fingerprint`
 )

@@ -203,7 +203,11 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req OutcomeReque
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
 		return OutcomeResult{}, nil, false, err
 	}
-	if err := s.countFor(ctx, tx, now, req.Source, req.ExecutionID, MetricOutcome+string(req.Outcome)); err != nil {
+	metrics := []string{MetricOutcome + string(req.Outcome)}
+	if len(chain) > 1 {
+		metrics = append(metrics, MetricRetry) // n8n's Retry shows itself only here: it does not claim again
+	}
+	if err := s.countFor(ctx, tx, now, req.Source, req.ExecutionID, metrics...); err != nil {
 		return OutcomeResult{}, nil, false, err
 	}
 	if req.Outcome == OutcomeUnknown {

@@ -15,7 +15,7 @@ import (
 // The view box every chart is drawn in; the SVG scales to its column.
 const (
 	chartW, chartH = 640.0, 260.0
-	padL, padR     = 48.0, 12.0
+	padL, padR     = 56.0, 28.0
 	padT, padB     = 12.0, 44.0
 )
 

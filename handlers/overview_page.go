@@ -1,9 +1,9 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -98,11 +98,13 @@ func resolutionChart(weeks []weekResolution) chart {
 	p90 := series{Name: "90th percentile", Class: "s4"}
 	for i, w := range weeks {
 		labels[i] = w.Week.Format("Jan 2")
-		med.Values = append(med.Values, w.MedianSeconds/3600)
-		p90.Values = append(p90.Values, w.P90Seconds/3600)
+		med.Values = append(med.Values, w.MedianSeconds)
+		p90.Values = append(p90.Values, w.P90Seconds)
 	}
-	return lines("resolution", "From unknown to a person's resolution, per week", "week of", "hours",
-		labels, []series{med, p90}, func(v float64) string { return fmt.Sprintf("%.1fh", v) })
+	return lines("resolution", "From unknown to a person's resolution, per week", "week of", "time waited",
+		labels, []series{med, p90}, func(v float64) string {
+			return audit.HumanDuration(time.Duration(v*float64(time.Second)), " ")
+		})
 }
 
 func alertsChart(st stats) chart {

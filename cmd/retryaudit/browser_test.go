@@ -46,6 +46,8 @@ func TestBrowserResolve(t *testing.T) {
 		`{"source":"shop","event_id":"order-1042","execution_id":"4711","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
 		`{"source":"shop","event_id":"order-1042","outcome":"unknown","execution_id":"4711","reason":"CRM timed out after 30s"}`,
 		`{"source":"shop","event_id":"order-2000","execution_id":"4800","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
+		`{"source":"shop","event_id":"order-3000","execution_id":"4900","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
+		`{"source":"shop","event_id":"order-3000","outcome":"unknown","execution_id":"4900","reason":"CRM timed out after 30s"}`,
 	} {
 		path := "/v1/claims"
 		if strings.Contains(body, "outcome") {
@@ -160,8 +162,54 @@ func TestBrowserResolve(t *testing.T) {
 		t.Errorf("the running entry after resolving: %q", status)
 	}
 
+	// The overview draws every chart, at desktop and at phone width.
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"desktop", 1280, 1600, false}, {"phone", 375, 740, true}} {
+		opts := []chromedp.EmulateViewportOption{}
+		if size.mobile {
+			opts = append(opts, chromedp.EmulateMobile)
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(size.width, size.height, opts...),
+			chromedp.Navigate(svc.URL+"/overview"), chromedp.WaitVisible(css(`figure.chart`))); err != nil {
+			fail("overview at "+size.name, err)
+		}
+		// Each chart: its id, how many bars or line points it drew, and
+		// whether it says it has nothing to show.
+		charts, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`[...document.querySelectorAll('figure.chart')].map(f =>
+			({id: f.id, marks: f.querySelectorAll('svg rect, svg polyline').length, empty: !!f.querySelector('p.empty'),
+			  width: f.getBoundingClientRect().width}))`))
+		if err != nil {
+			fail("read the overview's charts", err)
+		}
+		drawn := map[string]bool{}
+		for _, c := range charts {
+			drawn[c["id"].(string)] = c["marks"].(float64) > 0
+			if w := c["width"].(float64); w > float64(size.width) {
+				t.Errorf("%s: chart %v is %.0fpx wide", size.name, c["id"], w)
+			}
+		}
+		// The seeded events: two first deliveries, an unknown outcome
+		// waiting for a person, and its alert.
+		for _, id := range []string{"daily", "hourly", "workflows", "ages", "alerts"} {
+			if !drawn[id] {
+				t.Errorf("%s: chart %s drew no bars (%v)", size.name, id, charts)
+			}
+		}
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "overview-"+size.name+".png"), shot, 0o644)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("overview screenshots: %s", dir)
+
 	// At phone width the page fits: nothing wider than the screen.
-	for _, path := range []string{"/", "/events/shop/order-1042", "/review", "/errors"} {
+	for _, path := range []string{"/overview", "/", "/events/shop/order-1042", "/review", "/errors"} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile),
 			chromedp.Navigate(svc.URL+path), chromedp.WaitVisible(css(`main`))); err != nil {
 			fail("phone width "+path, err)

@@ -12,7 +12,12 @@ ALTER TABLE event_executions
     ADD COLUMN workflow_id text NOT NULL DEFAULT '',
     ADD COLUMN class       text NOT NULL DEFAULT '';
 ALTER TABLE event_history ADD COLUMN class text NOT NULL DEFAULT '';
-CREATE INDEX event_executions_presenters ON event_executions (source, event_id, first_seen_at) WHERE role = 'claim';
+-- What a redelivery is compared with: the workflow of the first delivery,
+-- and the delivery id and time of the last one.
+ALTER TABLE webhook_events
+    ADD COLUMN first_workflow_id text NOT NULL DEFAULT '',
+    ADD COLUMN last_delivery_id  text NOT NULL DEFAULT '',
+    ADD COLUMN last_presented_at timestamptz;
 
 CREATE TABLE stats_hourly (
     hour        timestamptz NOT NULL,
@@ -46,6 +51,6 @@ CREATE INDEX resolution_times_at ON resolution_times (resolved_at);
 DROP TABLE resolution_times;
 DROP TABLE stats_daily;
 DROP TABLE stats_hourly;
-DROP INDEX event_executions_presenters;
+ALTER TABLE webhook_events DROP COLUMN last_presented_at, DROP COLUMN last_delivery_id, DROP COLUMN first_workflow_id;
 ALTER TABLE event_history DROP COLUMN class;
 ALTER TABLE event_executions DROP COLUMN class, DROP COLUMN workflow_id, DROP COLUMN delivery_id;

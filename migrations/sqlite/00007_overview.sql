@@ -5,7 +5,9 @@ ALTER TABLE event_executions ADD COLUMN delivery_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE event_executions ADD COLUMN workflow_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE event_executions ADD COLUMN class TEXT NOT NULL DEFAULT '';
 ALTER TABLE event_history ADD COLUMN class TEXT NOT NULL DEFAULT '';
-CREATE INDEX event_executions_presenters ON event_executions (source, event_id, first_seen_at) WHERE role = 'claim';
+ALTER TABLE webhook_events ADD COLUMN first_workflow_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE webhook_events ADD COLUMN last_delivery_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE webhook_events ADD COLUMN last_presented_at TIMESTAMP;
 
 CREATE TABLE stats_hourly (
     hour        TIMESTAMP NOT NULL,
@@ -38,7 +40,9 @@ CREATE INDEX resolution_times_at ON resolution_times (resolved_at);
 DROP TABLE resolution_times;
 DROP TABLE stats_daily;
 DROP TABLE stats_hourly;
-DROP INDEX event_executions_presenters;
+ALTER TABLE webhook_events DROP COLUMN last_presented_at;
+ALTER TABLE webhook_events DROP COLUMN last_delivery_id;
+ALTER TABLE webhook_events DROP COLUMN first_workflow_id;
 ALTER TABLE event_history DROP COLUMN class;
 ALTER TABLE event_executions DROP COLUMN class;
 ALTER TABLE event_executions DROP COLUMN workflow_id;
