@@ -2,13 +2,18 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-quick bench fuzz bench-http bench-overload build
+.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build
 
 run:
 	go run ./cmd/retryaudit
 
 test:
 	./.ci/test
+
+# retryaudit against a real n8n 2.41.1, installed from the npm registry into
+# ~/.cache/retryaudit-n8n on first use (5-6 minutes), then reused.
+test-n8n:
+	./.ci/test-n8n
 
 # The tests on this machine as it is: PostgreSQL and browser tests are
 # skipped when their dependencies are missing.

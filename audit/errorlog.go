@@ -154,10 +154,25 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now
 	return res, nil
 }
 
+// duplicateError answers a report of an error already recorded. A payload
+// and a reconciliation record describe the same execution: whichever comes
+// second fills in what the first lacks (mergeError).
 func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r ErrorReport) (ErrorResult, error) {
 	var e ErrorRecord
 	if err := s.get(ctx, tx, &e, "read error", selectError+` WHERE dedupe_key = ?`, r.DedupeKey); err != nil {
 		return ErrorResult{}, err
+	}
+	if m, changed := mergeError(e, r); changed {
+		if _, err := s.namedExec(ctx, tx, "merge error", `UPDATE n8n_errors SET retry_of = :retry_of,
+			workflow_id = :workflow_id, workflow_name = :workflow_name, mode = :mode, node = :node,
+			message = :message, http_code = :http_code, n8n_url = :url, payload = :payload,
+			payload_truncated = :truncated WHERE id = :id`, map[string]any{
+			"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
+			"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
+			"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
+			return ErrorResult{}, err
+		}
+		e = m
 	}
 	res := ErrorResult{ID: e.ID, Kind: e.Kind, Duplicate: true, ExecutionID: e.ExecutionID, RetryOf: e.RetryOf}
 	if ev, ok := e.Linked(); ok {

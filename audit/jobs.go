@@ -10,8 +10,9 @@ import (
 )
 
 // TakeLease makes owner the holder of the named background job until ttl
-// from now, if nobody else holds it: several instances on one database run
-// each job once. The holder renews by taking it again.
+// from now, if nobody else holds it or the holder's lease ran out: several
+// instances on one database run each job once. The holder renews by taking
+// it again before the lease runs out, and releases it when it stops.
 func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
 	now := s.now()
 	var held bool
@@ -26,6 +27,17 @@ func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Dura
 		return err
 	})
 	return held, err
+}
+
+// ReleaseLease gives the named job up if owner holds it, so that another
+// instance takes it at its next try instead of waiting for the lease to run
+// out: a stopping instance calls it.
+func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "release lease", `DELETE FROM job_leases WHERE name = :name AND owner = :owner`,
+			map[string]any{"name": name, "owner": owner})
+		return err
+	})
 }
 
 // State returns a value a background job kept, or "" when none is kept.

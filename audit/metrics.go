@@ -22,6 +22,7 @@ type Metrics struct {
 	lookupSeconds prometheus.Histogram
 	batchSize     *prometheus.HistogramVec
 	shedTotal     *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
 	// HTTP is observed by the handlers' middleware: route, method, status.
 	HTTP *prometheus.HistogramVec
 }
@@ -57,13 +58,17 @@ func NewMetrics() *Metrics {
 		shedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retryaudit_shed_total", Help: "Requests answered 503 because the queue was full or they waited too long, by kind.",
 		}, []string{"kind"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_reconcile_skipped_total",
+			Help: "What a reconciliation pass could not read, by reason (a page is read again by the next pass).",
+		}, []string{"reason"}),
 		HTTP: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "retryaudit_http_request_duration_seconds", Help: "HTTP requests, by route, method and status.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method", "status"}),
 	}
 	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.batchSize,
-		m.shedTotal, m.HTTP,
+		m.shedTotal, m.skipped, m.HTTP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -110,6 +115,13 @@ func (m *Metrics) LookedUp(result string, took time.Duration) {
 	if m != nil {
 		m.lookups.WithLabelValues(result).Inc()
 		m.lookupSeconds.Observe(took.Seconds())
+	}
+}
+
+// ReconcileSkipped counts what a reconciliation pass could not read.
+func (m *Metrics) ReconcileSkipped(reason string, n int) {
+	if m != nil {
+		m.skipped.WithLabelValues(reason).Add(float64(n))
 	}
 }
 

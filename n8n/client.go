@@ -4,6 +4,7 @@
 package n8n
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,9 @@ type execution struct {
 		ResultData struct {
 			LastNodeExecuted string `json:"lastNodeExecuted"`
 			Error            *struct {
-				Message string `json:"message"`
-				Node    *struct {
+				Message     string `json:"message"`
+				Description string `json:"description"`
+				Node        *struct {
 					Name string `json:"name"`
 				} `json:"node"`
 			} `json:"error"`
@@ -157,8 +159,9 @@ type Failed struct {
 	Message string
 }
 
-// FailedExecutions returns one page of executions with status error, newest
-// first, and the cursor of the next page ("" on the last).
+// FailedExecutions returns one page of executions with status error, in
+// n8n's order (newest id first), and the cursor of the next page ("" on the
+// last).
 func (c *Client) FailedExecutions(ctx context.Context, cursor string, limit int) ([]Failed, string, error) {
 	q := url.Values{"status": {"error"}, "limit": {fmt.Sprint(limit)}}
 	if cursor != "" {
@@ -194,7 +197,12 @@ func failed(e execution) Failed {
 	if e.Data != nil {
 		f.Node = e.Data.ResultData.LastNodeExecuted
 		if er := e.Data.ResultData.Error; er != nil {
-			f.Message = er.Message
+			// As the intake does: n8n's HTTP node keeps what the server
+			// said in the description.
+			f.Message = cmp.Or(er.Message, er.Description)
+			if er.Description != "" && er.Description != f.Message {
+				f.Message += ": " + er.Description
+			}
 			if er.Node != nil && er.Node.Name != "" {
 				f.Node = er.Node.Name
 			}

@@ -4,25 +4,31 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const fakeKey = "n8n-api-key-for-tests"
 
 // fakeN8N is n8n's public API as far as the service uses it: one execution
-// by id, and the failed executions, newest first, in pages.
+// by id, and the failed executions in pages, newest id first as n8n lists
+// them (or by stop time, to show that reconciliation does not rely on the
+// order).
 type fakeN8N struct {
 	*httptest.Server
 	mu         sync.Mutex
 	executions map[string]map[string]any
-	order      []string      // ids, newest first, as the list returns them
 	pageSize   int           // the fake's own page size, to force paging
+	byStop     bool          // list by stop time, newest first, instead of by id as n8n does
+	failPage   int           // when > 0, that page (1-based) answers 500 once
 	gate       chan struct{} // when set, lookups wait for it: a slow n8n
 	arrived    chan string   // lookups tell which id they are waiting for
 	calls      []string
+	pages      int // list pages served
 }
 
 func newFakeN8N(t *testing.T) *fakeN8N {
@@ -34,8 +40,14 @@ func newFakeN8N(t *testing.T) *fakeN8N {
 
 func (f *fakeN8N) url() string { return f.URL + "/api/v1" }
 
-// add makes n8n know an execution; failed ones are listed, newest first.
+// add makes n8n know an execution that ran from 10:00:00 to 10:00:01.
 func (f *fakeN8N) add(id, mode, retryOf, status string) {
+	f.addRun(id, mode, retryOf, status, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), time.Second)
+}
+
+// addRun makes n8n know an execution that started at start and ran for
+// took; failed ones are listed.
+func (f *fakeN8N) addRun(id, mode, retryOf, status string, start time.Time, took time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var parent any
@@ -43,14 +55,33 @@ func (f *fakeN8N) add(id, mode, retryOf, status string) {
 		parent = retryOf
 	}
 	f.executions[id] = map[string]any{"id": id, "mode": mode, "retryOf": parent, "status": status,
-		"workflowId": "wf1", "finished": false, "startedAt": "2026-12-02T10:00:00.000Z",
-		"stoppedAt": "2026-12-02T10:00:01.000Z",
+		"workflowId": "wf1", "finished": false, "startedAt": start.UTC().Format(time.RFC3339Nano),
+		"stoppedAt": start.Add(took).UTC().Format(time.RFC3339Nano),
 		"data": map[string]any{"resultData": map[string]any{"lastNodeExecuted": "Create CRM order",
 			"error": map[string]any{"message": "CRM answered 502 for execution " + id,
-				"node": map[string]any{"name": "Create CRM order"}}}}}
-	if status == "error" {
-		f.order = append([]string{id}, f.order...)
+				"description": "Bad gateway", "node": map[string]any{"name": "Create CRM order"}}}}}
+}
+
+// order returns the failed executions as the list gives them: by id,
+// newest first (n8n's order), or by stop time.
+func (f *fakeN8N) order() []string {
+	var ids []string
+	for id, x := range f.executions {
+		if x["status"] == "error" {
+			ids = append(ids, id)
+		}
 	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if f.byStop {
+			if c := strings.Compare(f.executions[b]["stoppedAt"].(string), f.executions[a]["stoppedAt"].(string)); c != 0 {
+				return c
+			}
+		}
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return y - x
+	})
+	return ids
 }
 
 func (f *fakeN8N) called(path string) int {
@@ -113,14 +144,21 @@ func (f *fakeN8N) list(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the service only lists failed executions", http.StatusBadRequest)
 		return
 	}
+	f.pages++
 	start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
-	end := min(start+f.pageSize, len(f.order))
+	if f.failPage > 0 && start/f.pageSize+1 == f.failPage {
+		f.failPage = 0
+		http.Error(w, `{"message":"database busy"}`, http.StatusInternalServerError)
+		return
+	}
+	order := f.order()
+	end := min(start+f.pageSize, len(order))
 	page := []any{}
-	for _, id := range f.order[start:end] {
+	for _, id := range order[start:end] {
 		page = append(page, withoutData(f.executions[id]))
 	}
 	var next any
-	if end < len(f.order) {
+	if end < len(order) {
 		next = strconv.Itoa(end)
 	}
 	json.NewEncoder(w).Encode(map[string]any{"data": page, "nextCursor": next})

@@ -1,11 +1,11 @@
 package n8n
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
@@ -15,126 +15,199 @@ import (
 // the error workflow is missing, unpublished or failing itself, or n8n did
 // not fire it (queue-mode bugs). They become found_by_reconcile errors,
 // linked and alerted like the rest.
+//
+// n8n numbers executions when they start and lists failures by id, but an
+// execution is a failure only once it stops: a long run can fail after a
+// newer one was read. So a pass does not remember "the last id seen"; it
+// reads every failure that stopped within a window of stop times — from a
+// little before where the last pass ended to Grace ago — and records each
+// one it has no error for. The window of one pass overlaps the last one's,
+// and the intake's dedupe (one record per execution id) makes reading an
+// execution twice harmless.
 type Reconciler struct {
-	Client *Client
-	Store  *audit.Store
-	Log    *slog.Logger
-	Owner  string // this instance, for the job lease
-	// Grace leaves the error workflow time to report an execution that
-	// has just failed.
+	Client  *Client
+	Store   *audit.Store
+	Log     *slog.Logger
+	Metrics *audit.Metrics
+	// Grace leaves the error workflow time to report an execution that has
+	// just failed (RETRYAUDIT_N8N_RECONCILE_GRACE).
 	Grace time.Duration
-	// Lease is how long one pass may hold the job; another instance takes
-	// over after it.
-	Lease time.Duration
-	Now   func() time.Time
+	// Lookback is the longest an execution may run and still be found: n8n
+	// lists by start, so the list is read back to executions that started
+	// this long before the window (RETRYAUDIT_N8N_RECONCILE_LOOKBACK).
+	Lookback time.Duration
+	// Overlap is how far a window reaches back into the last one: writes
+	// that n8n committed late and clocks a little apart (default 5m).
+	Overlap time.Duration
+	Now     func() time.Time
 }
 
 const (
-	reconcileCursor = "reconcile.last_execution_id"
-	pageSize        = 100
-	maxPages        = 20
+	// reconcileMark keeps the stop time up to which every failure was read.
+	reconcileMark = "reconcile.stopped_through"
+	// reconcileSince keeps where the first pass started: older failures
+	// are not news.
+	reconcileSince = "reconcile.since"
+	// legacyMark is where versions that reconciled by id kept their place.
+	legacyMark = "reconcile.last_execution_id"
+	pageSize   = 250 // the most n8n's API gives per page
 )
 
-// Run makes one pass: it reads n8n's failed executions newer than the last
-// one seen, newest first, page by page, and records those the service has no
-// error for. The first pass only notes where n8n stands: older failures are
-// not news.
+// Run makes one pass. The first pass only notes where n8n stands: older
+// failures are not news.
 func (r *Reconciler) Run(ctx context.Context) error {
-	held, err := r.Store.TakeLease(ctx, "reconcile", r.Owner, r.Lease)
-	if err != nil || !held {
-		return err
-	}
-	last, err := r.Store.State(ctx, reconcileCursor)
-	if err != nil {
-		return err
-	}
-	lastID, _ := strconv.ParseInt(last, 10, 64)
-	found, newest, err := r.newer(ctx, lastID)
-	if err != nil {
-		return err
-	}
-	if last == "" {
-		r.Log.Info("reconciliation starts after n8n's newest failed execution", "execution_id", newest)
-		return r.Store.SetState(ctx, reconcileCursor, strconv.FormatInt(newest, 10))
-	}
-	upTo := lastID
 	now := r.now()
-	for _, f := range found { // oldest first
-		id, _ := strconv.ParseInt(f.ID, 10, 64)
-		if !f.StoppedAt.IsZero() && now.Sub(f.StoppedAt) < r.Grace {
-			break // too fresh: the error workflow may still be reporting it; next pass
-		}
-		if err := r.record(ctx, f); err != nil {
+	upper := now.Add(-r.Grace)
+	lower, first, err := r.lowerBound(ctx, upper)
+	if err != nil {
+		return err
+	}
+	if first {
+		r.Log.Info("reconciliation starts: failures that stopped before now are not news", "from", upper)
+		if err := r.Store.SetState(ctx, reconcileSince, stamp(upper)); err != nil {
 			return err
 		}
-		upTo = id
+		return r.Store.SetState(ctx, reconcileMark, stamp(upper))
 	}
-	if upTo > lastID {
-		return r.Store.SetState(ctx, reconcileCursor, strconv.FormatInt(upTo, 10))
+	found, readErr := r.read(ctx, lower, upper)
+	slices.SortFunc(found, func(a, b Failed) int { return a.StoppedAt.Compare(b.StoppedAt) })
+	for _, f := range found {
+		if err := r.record(ctx, f); err != nil {
+			return fmt.Errorf("reconcile: record execution %s: %w", f.ID, err)
+		}
 	}
-	return nil
+	if readErr != nil {
+		// The window stays where it was: the next pass reads it again.
+		r.skipped("page_unreadable", 1)
+		r.Log.Warn("reconciliation could not read all of n8n's failed executions; the next pass reads them again",
+			"err", readErr, "recorded", len(found))
+		return readErr
+	}
+	return r.Store.SetState(ctx, reconcileMark, stamp(upper))
 }
 
-// newer returns the failed executions with an id above lastID, oldest
-// first, and the newest id n8n listed.
-func (r *Reconciler) newer(ctx context.Context, lastID int64) ([]Failed, int64, error) {
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// lowerBound returns where this pass's window starts, and whether this is
+// the first pass.
+func (r *Reconciler) lowerBound(ctx context.Context, upper time.Time) (time.Time, bool, error) {
+	mark, err := r.Store.State(ctx, reconcileMark)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if mark != "" {
+		lower := upper.Add(-r.lookback())
+		if t, err := time.Parse(time.RFC3339Nano, mark); err == nil {
+			lower = t.Add(-cmp.Or(r.Overlap, 5*time.Minute))
+		} else {
+			r.Log.Warn("reconciliation mark unreadable: reading back the lookback", "mark", mark)
+		}
+		// The overlap never reaches back before reconciliation started.
+		since, err := r.Store.State(ctx, reconcileSince)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if t, err := time.Parse(time.RFC3339Nano, since); err == nil && lower.Before(t) {
+			lower = t
+		}
+		return lower, false, nil
+	}
+	// An installation that reconciled by id has missed, at worst, the
+	// long runs that failed late: read the lookback once.
+	legacy, err := r.Store.State(ctx, legacyMark)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return upper.Add(-r.lookback()), legacy == "", nil
+}
+
+// read pages through n8n's failed executions and returns those that
+// stopped within [lower, upper]. It stops at the first page on which every
+// execution stopped before the window and started more than the lookback
+// before it: in n8n's order (by id, that is by start) nothing after such a
+// page can have stopped within the window. An error means a page could not
+// be read; what was found before it is returned.
+func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed, error) {
 	var found []Failed
-	var newest int64
+	startedBefore := lower.Add(-r.lookback())
 	cursor := ""
-	for page := 0; page < maxPages; page++ {
+	for {
 		list, next, err := r.Client.FailedExecutions(ctx, cursor, pageSize)
 		if err != nil {
-			return nil, 0, fmt.Errorf("reconcile: %w", err)
+			return found, fmt.Errorf("reconcile: %w", err)
 		}
-		done := next == ""
+		beyond := true
 		for _, f := range list {
-			id, err := strconv.ParseInt(f.ID, 10, 64)
-			if err != nil {
-				continue // n8n's ids are numbers; skip what is not
-			}
-			newest = max(newest, id)
-			if id <= lastID {
-				done = true
+			switch {
+			case f.ID == "":
+				r.skipped("no_id", 1)
+				r.Log.Warn("reconciliation skipped an execution n8n listed without an id")
+				continue
+			case f.StoppedAt.IsZero():
+				// A failure with no stop time cannot be placed in a window:
+				// record it (the dedupe makes that once).
+				found = append(found, f)
+				beyond = false
 				continue
 			}
-			found = append(found, f)
+			if f.StoppedAt.Before(lower) && f.StartedAt.Before(startedBefore) {
+				continue
+			}
+			beyond = false
+			if !f.StoppedAt.Before(lower) && !f.StoppedAt.After(upper) {
+				found = append(found, f)
+			}
 		}
-		if done || lastID == 0 {
-			break
+		if next == "" || beyond || len(list) == 0 {
+			return found, nil
 		}
 		cursor = next
 	}
-	slices.SortFunc(found, func(a, b Failed) int {
-		x, _ := strconv.ParseInt(a.ID, 10, 64)
-		y, _ := strconv.ParseInt(b.ID, 10, 64)
-		return int(x - y)
-	})
-	return found, newest, nil
 }
 
+// record stores one failed execution: new, it becomes a found_by_reconcile
+// error; one the intake has, it only fills in what that record lacks.
 func (r *Reconciler) record(ctx context.Context, f Failed) error {
 	key := "exec:" + f.ID
-	if known, err := r.Store.KnownError(ctx, key); err != nil || known {
-		return err // the intake has it: nothing was missed
+	known, err := r.Store.KnownError(ctx, key)
+	if err != nil {
+		return err
 	}
-	// The list has no error; the execution's data has, when n8n kept it.
-	if full, err := r.Client.FailedExecution(ctx, f.ID); err == nil {
-		f.Node, f.Message = full.Node, full.Message
+	if !known {
+		// The list has no error; the execution's data has, when n8n kept it.
+		full, err := r.Client.FailedExecution(ctx, f.ID)
+		switch {
+		case err == nil:
+			f.Node, f.Message = cmp.Or(full.Node, f.Node), full.Message
+		default:
+			r.skipped("details_unreadable", 1)
+			r.Log.Warn("reconciliation could not read a failed execution's error; recording what the list says",
+				"execution_id", f.ID, "err", err)
+		}
 	}
-	msg := fmt.Sprintf("n8n lists execution %s as failed and no error reached the intake: "+
+	note := fmt.Sprintf("n8n lists execution %s as failed and no error reached the intake: "+
 		"is the workflow's error workflow set and published?", f.ID)
+	msg := note
 	if f.Message != "" {
-		msg = f.Message + " (" + msg + ")"
+		msg = f.Message + " (" + note + ")"
 	}
 	res, err := r.Store.RecordError(ctx, audit.ErrorReport{
 		Kind: audit.ErrorReconcile, DedupeKey: key, ExecutionID: f.ID, RetryOf: f.RetryOf,
-		WorkflowID: f.WorkflowID, Mode: f.Mode, Node: f.Node, Message: msg,
+		WorkflowID: f.WorkflowID, Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
 	})
 	if err == nil && !res.Duplicate {
 		r.Log.Warn("reconciliation found a failed execution without an error report", "execution_id", f.ID,
-			"workflow_id", f.WorkflowID, "linked", res.Linked != nil)
+			"workflow_id", f.WorkflowID, "stopped_at", f.StoppedAt, "linked", res.Linked != nil)
 	}
 	return err
+}
+
+func (r *Reconciler) skipped(reason string, n int) {
+	r.Metrics.ReconcileSkipped(reason, n)
+}
+
+func (r *Reconciler) lookback() time.Duration {
+	return cmp.Or(r.Lookback, 24*time.Hour)
 }
 
 func (r *Reconciler) now() time.Time {

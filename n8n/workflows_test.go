@@ -120,11 +120,30 @@ func TestOrdersWorkflow(t *testing.T) {
 	if typ != "n8n-nodes-base.webhook" || hook["responseMode"] != "responseNode" {
 		t.Errorf("webhook: %s %v", typ, hook)
 	}
-	if got := w.next("Webhook", 0); len(got) != 1 || got[0] != "Claim event" {
-		t.Fatalf("the webhook feeds %v, want the claim first", got)
+	if got := w.next("Webhook", 0); len(got) != 1 || got[0] != "Event" {
+		t.Fatalf("the webhook feeds %v, want the Event node first", got)
+	}
+	typ, ev, _ := w.node(t, "Event")
+	event, _ := ev["jsCode"].(string)
+	if typ != "n8n-nodes-base.code" {
+		t.Errorf("Event is a %s", typ)
+	}
+	for _, field := range []string{"source:", "event_id:", "fingerprint:", "delivery_id:", "headers"} {
+		if !strings.Contains(event, field) {
+			t.Errorf("the Event node does not compute %s", field)
+		}
+	}
+	// The source is set once: no other node names it.
+	raw, _ := os.ReadFile("orders-to-crm.json")
+	if n := strings.Count(string(raw), `'shop'`) + strings.Count(string(raw), `\"shop\"`); n != 1 {
+		t.Errorf("the source is written %d times in the workflow, want once (in the Event node)", n)
+	}
+	if got := w.next("Event", 0); len(got) != 1 || got[0] != "Claim event" {
+		t.Fatalf("the Event node feeds %v, want the claim", got)
 	}
 	claim := checkCall(t, w, "Claim event", "/v1/claims")
-	for _, field := range []string{`"event_id"`, `$execution.id`, `$workflow.id`, `"source"`} {
+	for _, field := range []string{`"source": {{ JSON.stringify($json.source) }}`, `"event_id"`, `$execution.id`,
+		`$workflow.id`, `"fingerprint"`, `"delivery_id": {{ JSON.stringify($json.delivery_id) }}`} {
 		if !strings.Contains(claim["jsonBody"].(string), field) {
 			t.Errorf("the claim body lacks %s", field)
 		}
@@ -147,16 +166,41 @@ func TestOrdersWorkflow(t *testing.T) {
 	}
 	typ, crm, _ := w.node(t, "Create CRM order")
 	code, _ := crm["jsCode"].(string)
-	if typ != "n8n-nodes-base.code" || !strings.Contains(code, "idempotency_key") || !strings.Contains(code, "GET") ||
-		!strings.Contains(code, "'failed'") || !strings.Contains(code, "'unknown'") {
-		t.Errorf("the CRM step must look up before creating, pass the idempotency key and report failed/unknown")
+	if typ != "n8n-nodes-base.code" {
+		t.Errorf("the CRM step is a %s", typ)
+	}
+	begin, end := strings.Index(code, "// ==== The CRM"), strings.Index(code, "// ==== End of the CRM part")
+	if begin < 0 || end < begin {
+		t.Fatal("the CRM step has no marked block for what is specific to the CRM")
+	}
+	block, rest := code[begin:end], code[end:]
+	for _, want := range []string{"base:", "lookup:", "found:", "create:", "created:", "Idempotency-Key"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("the CRM block lacks %s", want)
+		}
+	}
+	if strings.Contains(rest, "https://") || strings.Contains(code[:begin], "https://") {
+		t.Error("a URL outside the CRM block")
+	}
+	for _, want := range []string{"idempotency_key", "'failed'", "throw new Error(`CRM outcome unknown for ${event.source}/${event.event_id}"} {
+		if !strings.Contains(code, want) {
+			t.Errorf("the CRM step lacks %s", want)
+		}
+	}
+	if strings.Contains(code, "outcome: 'unknown'") {
+		t.Error("the CRM step returns unknown instead of failing the execution: n8n could not retry it")
+	}
+	if i, j := strings.Index(rest, "CRM.lookup("), strings.Index(rest, "CRM.create("); i < 0 || j < i {
+		t.Error("the CRM step does not look the order up before it creates it")
 	}
 	if got := w.next("Create CRM order", 0); len(got) != 1 || got[0] != "Report outcome" {
 		t.Fatalf("the CRM step feeds %v", got)
 	}
 	out := checkCall(t, w, "Report outcome", "/v1/outcomes")
-	if !strings.Contains(out["jsonBody"].(string), "$json.outcome") {
-		t.Error("the outcome body does not carry the CRM step's outcome")
+	for _, want := range []string{"$json.outcome", "$execution.id", "$('Event').item.json.source"} {
+		if !strings.Contains(out["jsonBody"].(string), want) {
+			t.Errorf("the outcome body lacks %s", want)
+		}
 	}
 }
 

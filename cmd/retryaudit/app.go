@@ -138,23 +138,20 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		_, err := a.store.DetectStale(ctx)
 		return err
 	})
-	j.every(ctx, a.log, "retention", 10*time.Minute, a.retention)
-	j.every(ctx, a.log, "stats compaction", 5*time.Minute, a.compactStats)
+	j.leased(ctx, a.store, a.log, a.owner, "retention", 10*time.Minute, a.retention)
+	j.leased(ctx, a.store, a.log, a.owner, "stats", 5*time.Minute, a.store.CompactStats)
 	if a.n8n != nil {
-		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Owner: a.owner,
-			Grace: time.Minute, Lease: 5 * time.Minute}
-		j.every(ctx, a.log, "n8n reconciliation", cfg.N8NPoll, r.Run)
+		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Metrics: a.metrics,
+			Grace: cfg.N8NReconcileGrace, Lookback: cfg.N8NReconcileLookback}
+		j.leased(ctx, a.store, a.log, a.owner, "reconcile", cfg.N8NPoll, r.Run)
 	}
 	return j, nil
 }
 
 // retention deletes what RETRYAUDIT_RETENTION and
-// RETRYAUDIT_PAYLOAD_RETENTION no longer keep, on one instance at a time.
+// RETRYAUDIT_PAYLOAD_RETENTION no longer keep; it runs under a lease, on one
+// instance at a time.
 func (a *app) retention(ctx context.Context) error {
-	held, err := a.store.TakeLease(ctx, "retention", a.owner, 10*time.Minute)
-	if err != nil || !held {
-		return err
-	}
 	now := time.Now()
 	p, err := a.store.PruneAll(ctx, now.Add(-a.cfg.Retention), now.Add(-a.cfg.PayloadRetention))
 	if p != (audit.Pruned{}) {
@@ -162,15 +159,6 @@ func (a *app) retention(ctx context.Context) error {
 			"payloads_dropped", p.Payloads)
 	}
 	return err
-}
-
-// compactStats folds the overview's counters, on one instance at a time.
-func (a *app) compactStats(ctx context.Context) error {
-	held, err := a.store.TakeLease(ctx, "stats", a.owner, 5*time.Minute)
-	if err != nil || !held {
-		return err
-	}
-	return a.store.CompactStats(ctx)
 }
 
 // instanceName names this process in leases: host, pid and a random part.

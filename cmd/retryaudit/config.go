@@ -37,6 +37,12 @@ type config struct {
 	N8NAPIURL    string
 	N8NAPIKey    string
 	N8NPoll      time.Duration
+	// N8NReconcileGrace is how long after a failure reconciliation waits for
+	// the error workflow's report before recording the failure itself.
+	N8NReconcileGrace time.Duration
+	// N8NReconcileLookback bounds how long an execution may run and still
+	// be found by reconciliation when it fails.
+	N8NReconcileLookback time.Duration
 
 	SlackBotToken   string
 	SlackChannel    string
@@ -139,21 +145,23 @@ func (e *envReader) httpURL(name, v string) string {
 func loadConfig(getenv func(string) string) (config, error) {
 	e := &envReader{getenv: getenv}
 	c := config{
-		Addr:             e.str("RETRYAUDIT_ADDR", "127.0.0.1:8080"),
-		DatabaseURL:      e.secret("RETRYAUDIT_DATABASE_URL"),
-		DataDir:          e.str("RETRYAUDIT_DATA_DIR", "./data"),
-		Token:            e.secret("RETRYAUDIT_TOKEN"),
-		ReviewAfter:      e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
-		AlertRepeat:      e.duration("RETRYAUDIT_ALERT_REPEAT", audit.DefaultAlertRepeat),
-		Retention:        e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
-		PayloadRetention: e.duration("RETRYAUDIT_PAYLOAD_RETENTION", 14*24*time.Hour),
-		MetricsAddr:      e.str("RETRYAUDIT_METRICS_ADDR", ""),
-		N8NAPIKey:        e.secret("RETRYAUDIT_N8N_API_KEY"),
-		N8NPoll:          e.duration("RETRYAUDIT_N8N_POLL", time.Minute),
-		SlackBotToken:    e.secret("RETRYAUDIT_SLACK_BOT_TOKEN"),
-		SlackChannel:     e.str("RETRYAUDIT_SLACK_CHANNEL", ""),
-		SlackWebhookURL:  e.secret("RETRYAUDIT_SLACK_WEBHOOK_URL"),
-		UITrustHeader:    e.str("RETRYAUDIT_UI_TRUST_HEADER", ""),
+		Addr:                 e.str("RETRYAUDIT_ADDR", "127.0.0.1:8080"),
+		DatabaseURL:          e.secret("RETRYAUDIT_DATABASE_URL"),
+		DataDir:              e.str("RETRYAUDIT_DATA_DIR", "./data"),
+		Token:                e.secret("RETRYAUDIT_TOKEN"),
+		ReviewAfter:          e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
+		AlertRepeat:          e.duration("RETRYAUDIT_ALERT_REPEAT", audit.DefaultAlertRepeat),
+		Retention:            e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
+		PayloadRetention:     e.duration("RETRYAUDIT_PAYLOAD_RETENTION", 14*24*time.Hour),
+		MetricsAddr:          e.str("RETRYAUDIT_METRICS_ADDR", ""),
+		N8NAPIKey:            e.secret("RETRYAUDIT_N8N_API_KEY"),
+		N8NPoll:              e.duration("RETRYAUDIT_N8N_POLL", time.Minute),
+		N8NReconcileGrace:    e.duration("RETRYAUDIT_N8N_RECONCILE_GRACE", time.Minute),
+		N8NReconcileLookback: e.duration("RETRYAUDIT_N8N_RECONCILE_LOOKBACK", 24*time.Hour),
+		SlackBotToken:        e.secret("RETRYAUDIT_SLACK_BOT_TOKEN"),
+		SlackChannel:         e.str("RETRYAUDIT_SLACK_CHANNEL", ""),
+		SlackWebhookURL:      e.secret("RETRYAUDIT_SLACK_WEBHOOK_URL"),
+		UITrustHeader:        e.str("RETRYAUDIT_UI_TRUST_HEADER", ""),
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		e.fail("RETRYAUDIT_ADDR", "%q is not host:port", c.Addr)

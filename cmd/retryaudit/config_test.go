@@ -26,7 +26,7 @@ func TestConfig(t *testing.T) {
 		}
 		if c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" || c.MaxBody != 1<<20 || c.ReviewAfter != 15*time.Minute ||
 			c.Retention != 30*24*time.Hour || c.PayloadRetention != 14*24*time.Hour || c.N8NPoll != time.Minute ||
-			c.AlertRepeat != time.Hour {
+			c.AlertRepeat != time.Hour || c.N8NReconcileGrace != time.Minute || c.N8NReconcileLookback != 24*time.Hour {
 			t.Errorf("defaults = %+v", c)
 		}
 	})
@@ -69,6 +69,8 @@ func TestConfig(t *testing.T) {
 		{map[string]string{"RETRYAUDIT_REVIEW_AFTER": "soon"}, "RETRYAUDIT_REVIEW_AFTER"},
 		{map[string]string{"RETRYAUDIT_ALERT_REPEAT": "2d"}, "RETRYAUDIT_ALERT_REPEAT: 48h0m0s is over 24h"},
 		{map[string]string{"RETRYAUDIT_ALERT_REPEAT": "often"}, "RETRYAUDIT_ALERT_REPEAT"},
+		{map[string]string{"RETRYAUDIT_N8N_RECONCILE_GRACE": "-1m"}, "RETRYAUDIT_N8N_RECONCILE_GRACE"},
+		{map[string]string{"RETRYAUDIT_N8N_RECONCILE_LOOKBACK": "a while"}, "RETRYAUDIT_N8N_RECONCILE_LOOKBACK"},
 		{map[string]string{"RETRYAUDIT_ADDR": "8080"}, "RETRYAUDIT_ADDR"},
 		{map[string]string{"RETRYAUDIT_MAX_BODY": "a lot"}, "RETRYAUDIT_MAX_BODY"},
 		{map[string]string{"RETRYAUDIT_BASE_URL": "retryaudit.example"}, "RETRYAUDIT_BASE_URL"},
