@@ -82,6 +82,35 @@ func TestBatchAsksLineageOfTheHolderItMeets(t *testing.T) {
 	})
 }
 
+// TestBatchLearnsLineageAnewFromWhatItKnows is the schedule the model-based
+// test found next, without n8n's API: what the service knows of an
+// execution from an error payload (its mode) is lineage too. A claim, and a
+// second execution that the service knows as no retry, arrive in one batch;
+// one by one the second is told why it is no retry of the holder, so it
+// must be in a batch.
+func TestBatchLearnsLineageAnewFromWhatItKnows(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, audit.Options{})
+		_, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:72",
+			ExecutionID: "72", WorkflowID: "wf", Mode: "webhook", Message: "failed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, errs := s.ClaimTogether(ctx, []audit.ClaimRequest{
+			{Source: "shop", EventID: "k", ExecutionID: "71", WorkflowID: "wf"},
+			{Source: "shop", EventID: "k", ExecutionID: "72", WorkflowID: "wf"},
+		})
+		if errs[0] != nil || errs[1] != nil || res[0].Decision != audit.DecisionClaimed ||
+			res[1].Decision != audit.DecisionInProgress {
+			t.Fatalf("answers %+v %+v (%v %v)", res[0], res[1], errs[0], errs[1])
+		}
+		if want := `n8n: execution 72 has mode "webhook", it is no retry`; res[1].LineageNote != want {
+			t.Errorf("the second claim's note %q, want %q", res[1].LineageNote, want)
+		}
+	})
+}
+
 // TestShedding: past the queue's wait a claim is answered unavailable at
 // once, not after the caller's own timeout.
 func TestShedding(t *testing.T) {

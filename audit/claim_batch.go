@@ -23,10 +23,10 @@ type claimJob = job[claimInput, ClaimResult]
 // claimBatchQueries are the set-based statements of a batch of claims, one
 // text per database, each over a row set of the batch.
 type claimBatchQueries struct {
-	readExecutions, upsertExecutions           string
-	insertEntries, reclaim, hold, touch        string
-	present, markActed, countDeliveries, write string
-	count, pendingErrors, openThreads          string
+	readExecutions, upsertExecutions, readKnown string
+	insertEntries, reclaim, hold, touch         string
+	present, markActed, countDeliveries, write  string
+	count, pendingErrors, openThreads           string
 }
 
 func newClaimBatchQueries(d dialect) claimBatchQueries {
@@ -37,6 +37,9 @@ func newClaimBatchQueries(d dialect) claimBatchQueries {
 	return claimBatchQueries{
 		readExecutions: `WITH v AS (` + d.rowSet("v_id") + `)
 			SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)`,
+		readKnown: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+			AND (retry_of <> '' OR mode <> '')`,
 		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
 			"v_note") + `)
 			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
@@ -123,6 +126,10 @@ type batchEntry struct {
 // meets an entry that moved under it, takes the one-by-one path for the
 // rest of its claims, inside the same transaction.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
+	known, err := s.knownInBatch(ctx, tx, jobs)
+	if err != nil {
+		return err
+	}
 	byKey := map[string][]*claimJob{}
 	var keys []string
 	alone, later := map[string]bool{}, map[string]bool{}
@@ -131,11 +138,13 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
 		}
-		// What n8n says of an execution's lineage was asked before the
-		// batch, of the holder then: a later claim of an event in the same
-		// batch may meet another holder, decided here. It goes again, with
-		// its lineage asked anew, once this batch has committed.
-		if later[k] || len(byKey[k]) > 0 && (s.lookup != nil || j.req.req.RetryOf != "") {
+		// An execution's lineage was learned before the batch, against the
+		// holder then: a later claim of an event in the same batch may meet
+		// another holder, decided here. When its lineage can say anything
+		// (n8n's API, a retry_of to check, what n8n told us of it before),
+		// it goes again, its lineage learned anew, once this batch has
+		// committed.
+		if later[k] || len(byKey[k]) > 0 && (s.lookup != nil || j.req.req.RetryOf != "" || known[j.req.req.ExecutionID]) {
 			j.again, later[k] = true, true // and every claim of the event after it
 			continue
 		}
@@ -181,6 +190,36 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 	}
 	return nil
+}
+
+// knownInBatch returns the executions, among those that present a key an
+// earlier claim of the batch presents too, of which the service knows what
+// n8n said (a mode or a retryOf): their lineage may change with the holder.
+func (s *Store) knownInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob) (map[string]bool, error) {
+	if s.lookup != nil {
+		return nil, nil // every later claim goes again
+	}
+	seen := map[string]bool{}
+	var later []*claimJob
+	for _, j := range jobs {
+		if k := claimKey(j.req.req); seen[k] {
+			later = append(later, j)
+		}
+		seen[claimKey(j.req.req)] = true
+	}
+	if len(later) == 0 {
+		return nil, nil
+	}
+	ids := uniqueColumn(later, func(j *claimJob) string { return j.req.req.ExecutionID })
+	var known []string
+	if err := s.selectAll(ctx, tx, &known, "read executions", s.batchQ.readKnown, s.d.rowArgs(1, ids)...); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(known))
+	for _, id := range known {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // claimAlone runs one claim by the one-by-one path, in a savepoint: a claim

@@ -20,9 +20,10 @@ import (
 // real store, on SQLite and PostgreSQL, with and without n8n's API, and
 // checks after every step what the service promises. RAPID_CHECKS sets the
 // number of schedules per store, four stores in all (make test runs 500
-// each: 1,000 per database; the default is 100); RAPID_SEED replays one. A failing schedule is shrunk and saved under
-// testdata/rapid/, which later runs replay first; each one found is also
-// kept as a named test in model_regression_test.go.
+// each: 1,000 per database; the default is 100); RAPID_SEED replays one. A
+// failing schedule is shrunk and saved under testdata/rapid/ (replay it with
+// -rapid.failfile); each one found is also kept as a named test in
+// batch_test.go.
 //
 // The world: one event per schedule. Deliveries are new executions (a
 // sender's retry, a second subscription, n8n starting twice); a claim's
