@@ -21,8 +21,8 @@ import (
 // checks after every step what the service promises. RAPID_CHECKS sets the
 // number of schedules per store, four stores in all (make test runs 500
 // each: 1,000 per database; the default is 100); RAPID_SEED replays one. A
-// failing schedule is shrunk and saved under testdata/rapid/ (replay it with
-// -rapid.failfile); each one found is also kept as a named test in
+// failing schedule is shrunk and saved under testdata/rapid/, which later
+// runs replay first; each one found is also kept as a named test in
 // batch_test.go.
 //
 // The world: one event per schedule. Deliveries are new executions (a

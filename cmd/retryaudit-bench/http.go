@@ -104,23 +104,18 @@ func benchHTTP(ctx context.Context, o options) error {
 	return nil
 }
 
+// benchDialect measures one database. On PostgreSQL pgbench runs just before
+// the service at each client count, on the same server, so that both see the
+// machine as it is at that moment.
 func benchDialect(ctx context.Context, o options, dialect string) ([]row, error) {
 	env := map[string]string{}
-	pg := map[int]pgbenchResult{}
+	var db *database
 	if dialect == "postgres" {
-		db, err := createDatabase(ctx)
-		if err != nil {
+		var err error
+		if db, err = createDatabase(ctx); err != nil {
 			return nil, err
 		}
 		defer db.drop()
-		for _, c := range o.clients {
-			r, err := db.pgbench(ctx, c, int(o.duration.Seconds()))
-			if err != nil {
-				return nil, err
-			}
-			pg[c] = r
-			fmt.Fprintf(os.Stderr, "pgbench %2d clients: %.0f tps, %.2f ms\n", c, r.TPS, r.LatencyMS)
-		}
 		env["RETRYAUDIT_DATABASE_URL"] = db.url()
 	} else if dialect != "sqlite" {
 		return nil, fmt.Errorf("-db: %q is neither postgres nor sqlite", dialect)
@@ -133,13 +128,20 @@ func benchDialect(ctx context.Context, o options, dialect string) ([]row, error)
 	w := &workload{run: fmt.Sprintf("b%d", time.Now().UnixNano())}
 	var rows []row
 	for _, c := range o.clients {
+		var pg pgbenchResult
+		if db != nil {
+			if pg, err = db.pgbench(ctx, c, int(o.duration.Seconds())); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(os.Stderr, "pgbench %2d clients: %.0f tps, %.2f ms\n", c, pg.TPS, pg.LatencyMS)
+		}
 		for _, kind := range o.kinds {
 			kind = strings.TrimSpace(kind)
 			m := closedLoop(ctx, svc, c, o.duration, w.request(kind))
 			_, peak := svc.rss()
 			r := row{db: dialect, kind: kind, clients: c, m: m, peakRSSMB: peak}
 			if kind == "claim" {
-				r.pgbench = pg[c]
+				r.pgbench = pg
 			}
 			fmt.Fprintf(os.Stderr, "%s %s %2d clients: %.0f/s p50 %s p99 %s %s\n", dialect, kind, c, m.rate(),
 				ms(m.pct(0.5)), ms(m.pct(0.99)), m.others())
