@@ -23,6 +23,7 @@ type Metrics struct {
 	batchSize     *prometheus.HistogramVec
 	shedTotal     *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
+	statements    *prometheus.HistogramVec
 	// HTTP is observed by the handlers' middleware: route, method, status.
 	HTTP *prometheus.HistogramVec
 }
@@ -62,13 +63,18 @@ func NewMetrics() *Metrics {
 			Name: "retryaudit_reconcile_skipped_total",
 			Help: "What a reconciliation pass could not read, by reason (a page is read again by the next pass).",
 		}, []string{"reason"}),
+		statements: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "retryaudit_db_statement_duration_seconds",
+			Help:    "Database statements (a round trip each), by what they do; begin and commit included.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op"}),
 		HTTP: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "retryaudit_http_request_duration_seconds", Help: "HTTP requests, by route, method and status.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method", "status"}),
 	}
 	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.batchSize,
-		m.shedTotal, m.skipped, m.HTTP,
+		m.shedTotal, m.skipped, m.statements, m.HTTP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -76,6 +82,13 @@ func NewMetrics() *Metrics {
 func (m *Metrics) batched(kind string, n int) {
 	if m != nil {
 		m.batchSize.WithLabelValues(kind).Observe(float64(n))
+	}
+}
+
+// ran observes one database round trip.
+func (m *Metrics) ran(op string, start time.Time) {
+	if m != nil {
+		m.statements.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	}
 }
 

@@ -311,7 +311,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 			return dbError("wait for the writer", ctx.Err())
 		}
 	}
+	start := time.Now()
 	tx, err := s.db.BeginTxx(ctx, nil)
+	s.metrics.ran("begin", start)
 	if err != nil {
 		return dbError("begin", err)
 	}
@@ -319,7 +321,10 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	start = time.Now()
+	err = tx.Commit()
+	s.metrics.ran("commit", start)
+	if err != nil {
 		return dbError("commit", err)
 	}
 	return nil
@@ -371,6 +376,7 @@ func (s *Store) prepare(query string) *sqlx.Stmt {
 // sql.ErrNoRows unwrapped.
 func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args ...any) error {
 	query = s.db.Rebind(query)
+	defer s.metrics.ran(op, time.Now())
 	var err error
 	if st := s.prepared(q, query); st != nil {
 		err = st.GetContext(ctx, dest, args...)
@@ -385,6 +391,7 @@ func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args
 
 func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string, args ...any) error {
 	query = s.db.Rebind(query)
+	defer s.metrics.ran(op, time.Now())
 	var err error
 	if st := s.prepared(q, query); st != nil {
 		err = st.SelectContext(ctx, dest, args...)
@@ -399,6 +406,7 @@ func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string
 
 func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) (int64, error) {
 	query = s.db.Rebind(query)
+	defer s.metrics.ran(op, time.Now())
 	var res sql.Result
 	var err error
 	if st := s.prepared(q, query); st != nil {

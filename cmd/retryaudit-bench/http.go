@@ -137,14 +137,15 @@ func benchDialect(ctx context.Context, o options, dialect string) ([]row, error)
 		}
 		for _, kind := range o.kinds {
 			kind = strings.TrimSpace(kind)
+			before := svc.scrapeStatements()
 			m := closedLoop(ctx, svc, c, o.duration, w.request(kind))
 			_, peak := svc.rss()
 			r := row{db: dialect, kind: kind, clients: c, m: m, peakRSSMB: peak}
 			if kind == "claim" {
 				r.pgbench = pg
 			}
-			fmt.Fprintf(os.Stderr, "%s %s %2d clients: %.0f/s p50 %s p99 %s %s\n", dialect, kind, c, m.rate(),
-				ms(m.pct(0.5)), ms(m.pct(0.99)), m.others())
+			fmt.Fprintf(os.Stderr, "%s %s %2d clients: %.0f/s p50 %s p99 %s %s\n  %s\n", dialect, kind, c, m.rate(),
+				ms(m.pct(0.5)), ms(m.pct(0.99)), m.others(), profile(before, svc.scrapeStatements(), m.n))
 			rows = append(rows, r)
 		}
 	}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// statements is what the service's retryaudit_db_statement_duration_seconds
+// said at one moment: per op, how many round trips and their total seconds.
+type statements map[string]struct{ n, sum float64 }
+
+// Batch sizes are kept beside them under "batch " and the kind.
+var statementLine = regexp.MustCompile(`^retryaudit_(db_statement_duration_seconds|batch_size)_(sum|count)\{(?:op|kind)="([^"]*)"\} (\S+)$`)
+
+// scrapeStatements reads the service's metrics; a failure reads as none.
+func (s *service) scrapeStatements() statements {
+	out := statements{}
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		m := statementLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		name := m[3]
+		if m[1] == "batch_size" {
+			name = "batch " + name
+		}
+		v, _ := strconv.ParseFloat(m[4], 64)
+		e := out[name]
+		if m[2] == "sum" {
+			e.sum = v
+		} else {
+			e.n = v
+		}
+		out[name] = e
+	}
+	return out
+}
+
+// profile says, per request answered, how many round trips the database
+// saw between before and after, how long they took in all, and the five
+// that took longest: where a request's time in the database goes.
+func profile(before, after statements, requests int) string {
+	if requests == 0 {
+		return ""
+	}
+	type op struct {
+		name   string
+		n, sum float64
+	}
+	var ops []op
+	var n, sum float64
+	var batches []string
+	for name, a := range after {
+		b := before[name]
+		o := op{name, a.n - b.n, a.sum - b.sum}
+		if kind, ok := strings.CutPrefix(name, "batch "); ok && o.n > 0 {
+			batches = append(batches, fmt.Sprintf("%s %.1f", kind, o.sum/o.n))
+			continue
+		}
+		if o.n > 0 {
+			ops = append(ops, o)
+			n, sum = n+o.n, sum+o.sum
+		}
+	}
+	slices.SortFunc(ops, func(x, y op) int { return -cmpFloat(x.sum, y.sum) })
+	var top []string
+	for _, o := range ops[:min(5, len(ops))] {
+		top = append(top, fmt.Sprintf("%s %.2f×%.2f ms", o.name, o.n/float64(requests), 1000*o.sum/o.n))
+	}
+	slices.Sort(batches)
+	return fmt.Sprintf("mean batch: %s; database per request: %.2f round trips, %.2f ms; longest (per request × mean): %s",
+		strings.Join(batches, ", "), n/float64(requests), 1000*sum/float64(requests), strings.Join(top, ", "))
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
