@@ -138,10 +138,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if d.name == "sqlite" {
 		s.writer = make(chan struct{}, 1)
 		s.db.SetMaxOpenConns(4) // one writer, readers beside it (WAL)
+		s.db.SetMaxIdleConns(4)
 	} else {
+		// Every connection is kept while in use: one closed after a burst
+		// is a new server process and its statements prepared again at the
+		// next (at 32 clients that was most of a claim's time). Idle ones
+		// go after a while.
 		conns := cmp.Or(opts.MaxConns, 20)
 		s.db.SetMaxOpenConns(conns)
-		s.db.SetMaxIdleConns(max(2, conns/2))
+		s.db.SetMaxIdleConns(conns)
 		s.db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := s.Ping(ctx); err != nil {
