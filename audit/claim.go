@@ -89,11 +89,11 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 		return ClaimResult{}, err
 	}
 	req.Items = uniqueSorted(req.Items)
+	if s.claims != nil {
+		return s.claims.do(ctx, s.claimInput(ctx, req))
+	}
 	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
 		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
-	if s.claims != nil {
-		return s.claims.do(ctx, claimInput{req: req, lin: lin})
-	}
 	var res ClaimResult
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {

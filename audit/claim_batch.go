@@ -12,10 +12,23 @@ import (
 )
 
 // claimInput is one claim waiting for a batch, with what n8n said of its
-// lineage before.
+// lineage before. A plain claim (no items, no retry_of) is queued without
+// it: lineage matters only when another execution holds the event, which
+// the batch finds out for all its claims in one statement, and sends the
+// few that need their lineage again once it is learned.
 type claimInput struct {
-	req ClaimRequest
-	lin lineage
+	req     ClaimRequest
+	lin     lineage
+	learned bool
+}
+
+// claimInput readies a claim for the queue.
+func (s *Store) claimInput(ctx context.Context, req ClaimRequest) claimInput {
+	if len(req.Items) == 0 && req.RetryOf == "" {
+		return claimInput{req: req}
+	}
+	return claimInput{req: req, learned: true, lin: s.learnLineage(ctx, lineageKey{Source: req.Source,
+		EventID: req.EventID, Items: req.Items, ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})}
 }
 
 type claimJob = job[claimInput, ClaimResult]
@@ -24,6 +37,7 @@ type claimJob = job[claimInput, ClaimResult]
 // text per database, each over a row set of the batch.
 type claimBatchQueries struct {
 	readExecutions, upsertExecutions, readKnown string
+	readHolders                                 string
 	insertEntries, reclaim, hold, touch         string
 	present, markActed, countDeliveries, write  string
 	count, pendingErrors, openThreads           string
@@ -40,6 +54,9 @@ func newClaimBatchQueries(d dialect) claimBatchQueries {
 		readKnown: `WITH v AS (` + d.rowSet("v_id") + `)
 			SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
 			AND (retry_of <> '' OR mode <> '')`,
+		readHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
+			AND status = 'processing' AND holder_execution_id <> ''`,
 		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
 			"v_note") + `)
 			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
@@ -126,7 +143,7 @@ type batchEntry struct {
 // meets an entry that moved under it, takes the one-by-one path for the
 // rest of its claims, inside the same transaction.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
-	known, err := s.knownInBatch(ctx, tx, jobs)
+	known, held, err := s.lineageInBatch(ctx, tx, jobs)
 	if err != nil {
 		return err
 	}
@@ -137,6 +154,13 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		k := claimKey(j.req.req)
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
+		}
+		// A claim queued without its lineage that meets another holder,
+		// when its lineage can say anything, goes again with it learned.
+		if h := held[k]; !later[k] && len(byKey[k]) == 0 && !j.req.learned && h != "" &&
+			h != j.req.req.ExecutionID && (s.lookup != nil || known[j.req.req.ExecutionID]) {
+			j.again, later[k] = true, true
+			continue
 		}
 		// An execution's lineage was learned before the batch, against the
 		// holder then: a later claim of an event in the same batch may meet
@@ -192,34 +216,59 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	return nil
 }
 
-// knownInBatch returns the executions, among those that present a key an
-// earlier claim of the batch presents too, of which the service knows what
-// n8n said (a mode or a retryOf): their lineage may change with the holder.
-func (s *Store) knownInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob) (map[string]bool, error) {
-	if s.lookup != nil {
-		return nil, nil // every later claim goes again
-	}
+// lineageInBatch reads, in the batch's transaction, what decides whether
+// a claim's lineage can matter: known are the executions of which the
+// service knows what n8n said (a mode or a retryOf), among the later
+// claims of an event and the claims queued without lineage; held are the
+// executions holding the events of the claims queued without lineage, as
+// the batch starts. Without n8n's API a claim's lineage can say something
+// only when its execution is known, so the holders are read only then.
+func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob) (known map[string]bool,
+	held map[string]string, err error) {
 	seen := map[string]bool{}
-	var later []*claimJob
+	var asked, unlearned []*claimJob
 	for _, j := range jobs {
-		if k := claimKey(j.req.req); seen[k] {
-			later = append(later, j)
+		k := claimKey(j.req.req)
+		if !j.req.learned && !seen[k] {
+			unlearned = append(unlearned, j)
 		}
-		seen[claimKey(j.req.req)] = true
+		if seen[k] || !j.req.learned {
+			asked = append(asked, j)
+		}
+		seen[k] = true
 	}
-	if len(later) == 0 {
-		return nil, nil
+	if s.lookup == nil && len(asked) > 0 {
+		var ids []string
+		err := s.selectAll(ctx, tx, &ids, "read executions", s.batchQ.readKnown,
+			s.d.rowArgs(1, uniqueColumn(asked, func(j *claimJob) string { return j.req.req.ExecutionID }))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		known = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			known[id] = true
+		}
+		unlearned = slices.DeleteFunc(unlearned, func(j *claimJob) bool { return !known[j.req.req.ExecutionID] })
 	}
-	ids := uniqueColumn(later, func(j *claimJob) string { return j.req.req.ExecutionID })
-	var known []string
-	if err := s.selectAll(ctx, tx, &known, "read executions", s.batchQ.readKnown, s.d.rowArgs(1, ids)...); err != nil {
-		return nil, err
+	if len(unlearned) == 0 {
+		return known, nil, nil
 	}
-	out := make(map[string]bool, len(known))
-	for _, id := range known {
-		out[id] = true
+	rows := make([][]string, 0, len(unlearned))
+	for _, j := range unlearned {
+		rows = append(rows, []string{j.req.req.Source, j.req.req.EventID})
 	}
-	return out, nil
+	var holders []struct {
+		EventKey
+		Holder string `db:"holder_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &holders, "read holders", s.batchQ.readHolders, s.d.rowArgs(2, rows)...); err != nil {
+		return nil, nil, err
+	}
+	held = make(map[string]string, len(holders))
+	for _, h := range holders {
+		held[claimKey(ClaimRequest{Source: h.Source, EventID: h.EventID})] = h.Holder
+	}
+	return known, held, nil
 }
 
 // claimAlone runs one claim by the one-by-one path, in a savepoint: a claim

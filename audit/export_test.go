@@ -17,9 +17,7 @@ func (s *Store) ClaimTogether(ctx context.Context, reqs []ClaimRequest) ([]Claim
 			continue
 		}
 		req.Items = uniqueSorted(req.Items)
-		lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
-			ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
-		j := &claimJob{ctx: ctx, req: claimInput{req: req, lin: lin}, queued: time.Now(), done: make(chan struct{})}
+		j := &claimJob{ctx: ctx, req: s.claimInput(ctx, req), queued: time.Now(), done: make(chan struct{})}
 		jobs, at = append(jobs, j), append(at, i)
 	}
 	if len(jobs) > 0 {

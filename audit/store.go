@@ -189,6 +189,7 @@ func (s *Store) startBatching(b Batching) {
 		r := j.req.req
 		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
 			ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
+		j.req.learned = true
 	}
 }
 
