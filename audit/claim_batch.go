@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -541,9 +540,10 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		for k, n := range metrics {
 			rows = append(rows, []string{k[0], k[1], k[2], fmt.Sprint(n)})
 		}
+		slices.SortFunc(rows, func(a, b []string) int { return slices.Compare(a, b) })
 		hour := s.d.t(now.UTC().Truncate(time.Hour))
 		if _, err := s.exec(ctx, tx, "count", q.count,
-			append(s.d.rowArgs(4, rows), hour, rand.IntN(statsShards))...); err != nil {
+			append(s.d.rowArgs(4, rows), hour, s.shard(tx))...); err != nil {
 			return nil, err
 		}
 	}

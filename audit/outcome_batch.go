@@ -20,14 +20,15 @@ type outcomeJob = job[outcomeInput, OutcomeResult]
 // came, each in a savepoint: the batch shares one commit. A report refused
 // for what it asks writes nothing (not found, invalid) or only its evidence
 // (not the holder), and fails none of its neighbours. A later report of an
-// event in the batch goes again after the batch commits, its lineage asked
-// anew, when n8n's API is configured: the report before may have moved the
-// holder.
+// event in the batch goes again after the batch commits, its lineage
+// learned anew: the report before may have moved the holder, and what
+// lineage says (from n8n's API or from what the service knows) was learned
+// against the holder before.
 func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) error {
 	seen, later := map[string]bool{}, map[string]bool{}
 	for _, j := range jobs {
 		k := j.req.req.Source + "\x00" + j.req.req.EventID
-		if later[k] || seen[k] && s.lookup != nil {
+		if later[k] || seen[k] {
 			j.again, later[k] = true, true
 			continue
 		}

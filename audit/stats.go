@@ -48,8 +48,8 @@ func claimMetrics(res ClaimResult) []string {
 // transaction: the numbers are committed with what they count.
 func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, workflowID string, metrics ...string) error {
 	hour := s.d.t(now.UTC().Truncate(time.Hour))
-	shard := rand.IntN(statsShards)
-	for _, m := range metrics {
+	shard := s.shard(tx)
+	for _, m := range slices.Sorted(slices.Values(metrics)) {
 		if _, err := s.exec(ctx, tx, "count", `INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
 			VALUES (?, ?, ?, ?, ?, 1)
 			ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + 1`,
@@ -58,6 +58,15 @@ func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, w
 		}
 	}
 	return nil
+}
+
+// shard returns the counter shard of a transaction: all its counts go to
+// one shard, so that two transactions meet on a counter row only when they
+// drew the same shard (one in statsShards), and then lock their rows in one
+// order (metrics sorted), never waiting for each other in a circle.
+func (s *Store) shard(tx *sqlx.Tx) int {
+	v, _ := s.shards.LoadOrStore(tx, rand.IntN(statsShards))
+	return v.(int)
 }
 
 // countFor counts metrics under the workflow the service knows executionID

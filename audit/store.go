@@ -79,6 +79,7 @@ type Store struct {
 	// SQLite's work on the claim path and a round trip on PostgreSQL.
 	stmts     sync.Map // string → *sqlx.Stmt
 	preparing sync.Map // string → true while a background prepare runs
+	shards    sync.Map // *sqlx.Tx → its counter shard, while it runs
 	bg        sync.WaitGroup
 	closing   context.Context
 	close     context.CancelFunc
@@ -323,6 +324,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err != nil {
 		return dbError("begin", err)
 	}
+	defer s.shards.Delete(tx)
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err
