@@ -58,6 +58,9 @@ type batcher[Req, Res any] struct {
 	name  string
 	cfg   Batching
 	queue chan *job[Req, Res]
+	// took is how long a full batch takes lately, in nanoseconds (a moving
+	// average): what admission expects the queue ahead of a request to take.
+	took atomic.Int64
 	// run executes a batch in tx. It sets each job's res or err; an error
 	// it returns fails the batch, which is then run again one by one.
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
@@ -82,6 +85,11 @@ func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{})}
 	var zero Res
+	if b.late() {
+		b.s.metrics.shed(b.name)
+		return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the queue is longer than can start in time",
+			Err: ErrOverloaded}
+	}
 	select {
 	case b.queue <- j:
 	default:
@@ -101,6 +109,37 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		<-j.done // it runs now: its answer is the truth, give it
 		return j.res, j.err
 	}
+}
+
+// late reports that the requests queued already would take longer than
+// the admission wait to start: one more would wait in vain and, ahead of
+// the others, make them late too. Shedding it at once keeps the queue to
+// what can be served in time, so that under overload the batches are of
+// requests still wanted (a queue that only sheds at its head serves
+// none).
+func (b *batcher[Req, Res]) late() bool {
+	queued := len(b.queue)
+	if queued < b.cfg.MaxBatch {
+		return false
+	}
+	batches := (queued + b.cfg.MaxBatch - 1) / b.cfg.MaxBatch
+	ahead := time.Duration(b.took.Load()) * time.Duration(batches) / time.Duration(b.cfg.Workers)
+	return ahead > b.cfg.Wait
+}
+
+// learn folds how long a batch of n took into the moving average of a
+// full batch's time (a batch's time grows with its size, less than in
+// proportion: a smaller one says little, and is not taken as a full one).
+func (b *batcher[Req, Res]) learn(n int, took time.Duration) {
+	if n < b.cfg.MaxBatch/2 {
+		return
+	}
+	old := time.Duration(b.took.Load())
+	if old == 0 {
+		b.took.Store(int64(took))
+		return
+	}
+	b.took.Store(int64(old + (took-old)/5))
 }
 
 // work takes batches off the queue until the store closes.
@@ -149,6 +188,9 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		return
 	}
 	err := b.inTx(live)
+	if err == nil {
+		b.learn(len(live), time.Since(now))
+	}
 	if err != nil && len(live) > 1 {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {

@@ -36,7 +36,7 @@ type claimJob = job[claimInput, ClaimResult]
 // text per database, each over a row set of the batch.
 type claimBatchQueries struct {
 	readExecutions, upsertExecutions, readKnown string
-	readHolders                                 string
+	readHolders, readReportHolders              string
 	insertEntries, reclaim, hold, touch         string
 	present, markActed, countDeliveries, write  string
 	count, pendingErrors, openThreads           string
@@ -56,6 +56,9 @@ func newClaimBatchQueries(d dialect) claimBatchQueries {
 		readHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
 			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
 			AND status = 'processing' AND holder_execution_id <> ''`,
+		readReportHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
+			AND status IN ('processing', 'failed') AND holder_execution_id <> ''`,
 		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
 			"v_note") + `)
 			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,

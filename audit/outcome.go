@@ -130,6 +130,9 @@ func (s *Store) ReportOutcome(ctx context.Context, req OutcomeRequest) (OutcomeR
 	if err := req.Validate(); err != nil {
 		return OutcomeResult{}, err
 	}
+	if s.outcomes != nil && req.Item == "" {
+		return s.outcomes.do(ctx, outcomeInput{req: req}) // the batch finds out whether lineage matters
+	}
 	var items []string
 	if req.Item != "" {
 		items = []string{req.Item}
@@ -137,7 +140,7 @@ func (s *Store) ReportOutcome(ctx context.Context, req OutcomeRequest) (OutcomeR
 	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: items,
 		ExecutionID: req.ExecutionID, Failed: true})
 	if s.outcomes != nil {
-		return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin})
+		return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin, learned: true})
 	}
 	var res OutcomeResult
 	var refused error

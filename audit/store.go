@@ -185,6 +185,7 @@ func (s *Store) startBatching(b Batching) {
 		}
 		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: items,
 			ExecutionID: r.ExecutionID, Failed: true})
+		j.req.learned = true
 	}
 	s.claims.prepare = func(ctx context.Context, j *claimJob) {
 		r := j.req.req

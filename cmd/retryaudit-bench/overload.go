@@ -30,6 +30,7 @@ func benchOverload(ctx context.Context, o options, d time.Duration) error {
 		capacity := closedLoop(ctx, svc, 32, o.duration, w.request("claim")).rate()
 		m := openLoop(ctx, svc, 2*capacity, d, 8192, w.request("claim"))
 		_, peak := svc.rss()
+		served503, slowServed := svc.shedTimes()
 		svc.stop()
 		ok := m.byStatus[http.StatusOK]
 		shed := m.byStatus[http.StatusServiceUnavailable]
@@ -38,6 +39,8 @@ func benchOverload(ctx context.Context, o options, d time.Duration) error {
 		if bad > 0 || m.transportErrs > 0 || m.no503RetryAfter > 0 || m.slowest503 > time.Second {
 			verdict = "FAIL"
 		}
+		fmt.Printf("%s: the service's own clock: %.0f answered 503, %.0f of them after more than 1 s\n",
+			dialect, served503, slowServed)
 		fmt.Printf("%s: capacity %.0f claims/s at 32 clients; offered %.0f/s for %s: %d answered 200 (%.0f/s), %d shed 503 "+
 			"(slowest %s, %d without Retry-After), %d other; p50 %s p99 %s max %s; peak RSS %.0f MB; %s\n",
 			dialect, capacity, 2*capacity, d, ok, float64(ok)/m.elapsed.Seconds(), shed, ms(m.slowest503),

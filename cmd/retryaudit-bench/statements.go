@@ -93,3 +93,34 @@ func cmpFloat(a, b float64) int {
 	}
 	return 0
 }
+
+var shedLine = regexp.MustCompile(`^retryaudit_http_request_duration_seconds_(bucket|count)\{(.*)\} (\S+)$`)
+
+// shedTimes reads from the service's own histogram how many claims it
+// answered 503, and how many of those took it longer than a second: what
+// the service did, apart from the time the generator and the kernel added
+// on a machine they share.
+func (s *service) shedTimes() (total, overOneSecond float64) {
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	var within float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		m := shedLine.FindStringSubmatch(sc.Text())
+		if m == nil || !strings.Contains(m[2], `route="/v1/claims"`) || !strings.Contains(m[2], `status="503"`) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		switch {
+		case m[1] == "count":
+			total = v
+		case strings.Contains(m[2], `le="1"`):
+			within = v
+		}
+	}
+	return total, total - within
+}
