@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,10 @@ type Config struct {
 	// every request: past it, a request is answered 503 with Retry-After
 	// before its body is read.
 	BodyBudget int64
+	// APITimeout bounds how long a /v1 request may take (default 15s):
+	// past it the answer is 503, better than n8n waiting for its own
+	// timeout.
+	APITimeout time.Duration
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
@@ -133,7 +138,7 @@ func MetricsHandler(m *audit.Metrics) http.Handler {
 // apiTimeout bounds the time a /v1 request may wait for the database: an
 // answer of 503 is better than n8n waiting for its own timeout.
 func (h *Handler) apiTimeout(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), cmp.Or(h.cfg.APITimeout, 15*time.Second))
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	c.Next()

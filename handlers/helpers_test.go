@@ -43,6 +43,9 @@ func newServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *aud
 
 func startServer(t *testing.T, cfg handlers.Config) *server {
 	t.Helper()
+	if cfg.APITimeout == 0 {
+		cfg.APITimeout = audittest.Patience(t)
+	}
 	h, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatalf("handlers.New: %v", err)

@@ -76,6 +76,21 @@ func Open(t testing.TB, dialect string, opts audit.Options) *audit.Store {
 }
 
 // OpenURL opens and migrates the store opts names, closed when the test ends.
+// Patience is how long a test may wait for work to finish: the time left
+// before the test binary's deadline (go test -timeout), less a minute to
+// report, or ten minutes without one. The service's own waits (an API
+// request's timeout, a claim's wait in the queue, a lock's) take it in
+// tests, so that a busy machine makes a test slower, never wrong: how the
+// service answers when they run out has tests of its own.
+func Patience(t testing.TB) time.Duration {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if at, ok := d.Deadline(); ok {
+			return max(time.Until(at)-time.Minute, time.Minute)
+		}
+	}
+	return 10 * time.Minute
+}
+
 func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
 	t.Helper()
 	ctx := context.Background()
@@ -86,7 +101,10 @@ func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
 		// Tests race many claims on a busy machine to check what is
 		// decided, not how fast: a claim that waits is not shed. The
 		// shedding has tests of its own.
-		opts.Batching.Wait = time.Minute
+		opts.Batching.Wait = Patience(t)
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = Patience(t)
 	}
 	s, err := audit.Open(ctx, opts)
 	if err != nil {

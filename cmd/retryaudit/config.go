@@ -58,6 +58,7 @@ type config struct {
 	BodyBudget       int64
 	DBMaxConns       int
 	DBLockTimeout    time.Duration
+	APITimeout       time.Duration // the longest a /v1 request may take
 	QueueSize        int           // claims that may wait for a batch
 	QueueWait        time.Duration // the longest a claim waits to start
 	MaxBatch         int
@@ -186,6 +187,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
 	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", 2*time.Second)
+	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
 	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", 500*time.Millisecond)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retryaudit/retryaudit/audit/audittest"
 )
 
 // service is retryaudit serve, run in the test's process as main would run
@@ -57,7 +59,12 @@ func (o *output) String() string {
 func startService(t *testing.T, env map[string]string) *service {
 	t.Helper()
 	dir := t.TempDir()
-	vars := map[string]string{"RETRYAUDIT_ADDR": "127.0.0.1:0", "RETRYAUDIT_DATA_DIR": dir}
+	// A busy machine makes the service slower, not wrong: the waits that
+	// answer 503 when they run out take the test's patience (tests of
+	// those answers set their own).
+	wait := audittest.Patience(t).String()
+	vars := map[string]string{"RETRYAUDIT_ADDR": "127.0.0.1:0", "RETRYAUDIT_DATA_DIR": dir,
+		"RETRYAUDIT_API_TIMEOUT": wait, "RETRYAUDIT_QUEUE_WAIT": wait, "RETRYAUDIT_DB_LOCK_TIMEOUT": wait}
 	for k, v := range env {
 		vars[k] = v
 	}
