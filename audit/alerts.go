@@ -17,6 +17,7 @@ const (
 	AlertUnknown        = "unknown_outcome"      // a workflow reported it cannot tell
 	AlertStale          = "stale"                // processing too long without an outcome
 	AlertFingerprint    = "fingerprint_mismatch" // one key, two different payloads
+	AlertNotHolder      = "not_holder"           // done or unknown reported by an execution that does not hold it
 	AlertNews           = "news"                 // later news in an alerted event's thread
 )
 

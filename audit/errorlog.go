@@ -223,9 +223,18 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev 
 		Holder    string `db:"holder_execution_id"`
 		ItemCount int    `db:"item_count"`
 	}
-	if err := s.get(ctx, tx, &ent, "read event", `SELECT status, holder_execution_id, item_count FROM webhook_events
-		WHERE source = ? AND event_id = ?`, ev.Source, ev.EventID); err != nil {
+	// The entry is read under its row lock (a no-op update; SQLite has one
+	// writer anyway): a claim that takes the entry over commits before or
+	// after this error is judged, never between the read and the review
+	// flag, so an old holder's error cannot flag the new holder's entry.
+	ok, err := s.namedGet(ctx, tx, &ent, "read event", `UPDATE webhook_events SET last_seen_at = last_seen_at
+		WHERE source = :source AND event_id = :event_id
+		RETURNING status, holder_execution_id, item_count`, arg)
+	switch {
+	case err != nil:
 		return false, err
+	case !ok:
+		return false, errorf(CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
 	}
 	id := e.ID
 	h := HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: KindError, ExecutionID: e.ExecutionID,
@@ -257,9 +266,10 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e ErrorRecord, ev 
 		_, err = s.addHistory(ctx, tx, h, now)
 		return true, err
 	}
+	arg["holder"] = ent.Holder
 	if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'error',
 		last_seen_at = :now WHERE source = :source AND event_id = :event_id AND status = 'processing'
-		AND review_reason = ''`, arg); err != nil {
+		AND holder_execution_id = :holder AND review_reason = ''`, arg); err != nil {
 		return false, err
 	}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {

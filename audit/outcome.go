@@ -299,7 +299,9 @@ func (s *Store) judge(req OutcomeRequest, e finishState, chain []string) error {
 // keepEvidence writes a refused report into the history, once per
 // execution and outcome: a node's Retry On Fail resends it. An entry still
 // processing that hears done or unknown from outside the fence waits for a
-// person, who may confirm the evidence; a stray failed changes no risk.
+// person, who may confirm the evidence, and such a report is alerted (on a
+// done entry too: a second order may exist); a stray failed changes no risk
+// and is only news in a thread already open.
 func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req OutcomeRequest, e finishState, chain []string, why string, now time.Time) (bool, error) {
 	var seen bool
 	if err := s.get(ctx, tx, &seen, "read evidence", `SELECT EXISTS (SELECT 1 FROM event_history
@@ -343,7 +345,13 @@ func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req OutcomeReques
 			}
 		}
 	}
-	return s.followUp(ctx, tx, h, now)
+	if req.Outcome == OutcomeFailed {
+		return s.followUp(ctx, tx, h, now)
+	}
+	// Done or unknown from outside the fence says that a second execution
+	// may have acted: people hear of it, whether or not the entry was
+	// alerted before, and the stale detector need not say it again.
+	return true, s.alertEvent(ctx, tx, AlertNotHolder, h, now)
 }
 
 const (

@@ -186,8 +186,9 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 		EventKey
 		Holder string `db:"holder_execution_id"`
 	}
-	// An entry already in review (an error, unknown, evidence) has had its
-	// alert: saying "too long" about it again is noise.
+	// An entry already in review has had its alert (an error, an unknown
+	// outcome, a refused done or unknown): saying "too long" about it again
+	// is noise.
 	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", `SELECT source, event_id, holder_execution_id
 		FROM webhook_events
 		WHERE status = 'processing' AND review_reason = '' AND updated_at < ?

@@ -252,17 +252,21 @@ func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []
 			continue
 		}
 		row := evidenceRow{HistoryLine: l}
-		status, holder := d.Status, d.HolderExecutionID
+		status, holder, review := d.Status, d.HolderExecutionID, d.NeedsReview
 		if l.Item != "" {
-			status, holder = "", itemHolder[l.Item]
+			status, holder, review = "", itemHolder[l.Item], false
 			for _, it := range d.Items {
 				if it.Item == l.Item {
-					status = it.Status
+					status, review = it.Status, it.ReviewReason != ""
 				}
 			}
 		}
+		// An entry taken over since the report (no longer in review) may be
+		// running its action again: the click then needs the same
+		// confirmation as the resolve form.
 		if l.Decision == string(audit.OutcomeDone) && status == audit.StatusProcessing {
 			row.Confirm = &formView{Path: audit.Links{}.Event(d.Source, d.EventID), Item: l.Item, Holder: holder,
+				Confirm: !review,
 				To: string(audit.StatusDone), CRMRef: l.CRMRef,
 				Note: "Confirmed the report of execution " + l.ExecutionID + " (" + l.At.UTC().Format(time.RFC3339) + ")"}
 		}

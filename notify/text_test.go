@@ -357,7 +357,7 @@ func TestLimits(t *testing.T) {
 		N8NURL: "https://n8n.example/" + strings.Repeat("p", 3000), Deliveries: 7, At: at}
 	r := notify.NewRenderer(audit.Links{BaseURL: "https://retryaudit.example", CRM: map[string]string{
 		huge.Source: "https://crm.example/{event_id}"}}, func() time.Time { return at })
-	for _, kind := range []string{audit.AlertExecutionError, audit.AlertUnknown, audit.AlertStale, audit.AlertFingerprint,
+	for _, kind := range []string{audit.AlertExecutionError, audit.AlertUnknown, audit.AlertStale, audit.AlertFingerprint, audit.AlertNotHolder,
 		audit.AlertUnlinkedError, audit.AlertNews} {
 		a := huge
 		a.Kind = kind

@@ -38,6 +38,8 @@ func headline(a audit.Alert, m mode) string {
 		return "Processing too long without an outcome"
 	case audit.AlertFingerprint:
 		return "One key, two different events?"
+	case audit.AlertNotHolder:
+		return "Refused report: did a second execution act?"
 	case kindTest:
 		return "retryaudit test message"
 	}
