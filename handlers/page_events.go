@@ -267,7 +267,7 @@ func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []
 		if l.Decision == string(audit.OutcomeDone) && status == audit.StatusProcessing {
 			row.Confirm = &formView{Path: audit.Links{}.Event(d.Source, d.EventID), Item: l.Item, Holder: holder,
 				Confirm: !review,
-				To: string(audit.StatusDone), CRMRef: l.CRMRef,
+				To:      string(audit.StatusDone), CRMRef: l.CRMRef,
 				Note: "Confirmed the report of execution " + l.ExecutionID + " (" + l.At.UTC().Format(time.RFC3339) + ")"}
 		}
 		rows = append(rows, row)
