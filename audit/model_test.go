@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,12 +60,15 @@ import (
 //  5. Every answer agrees with the stored entry and history: the status the
 //     answer gives is the stored one; the history has one claim line per
 //     answered claim, one outcome line per report that moved the entry, one
-//     resolution line per accepted resolution.
+//     resolution line per accepted resolution, one evidence line per report
+//     refused as not_holder (by execution and outcome), and one not_holder
+//     alert for each of those that said done or unknown.
 //  6. Errors of executions outside the holding lineage and stale checks
 //     never put an entry into review nor alert about it again.
 //  7. No refusal for no reason: a claim of a new key is claimed, of a failed
 //     one reclaimed, of a done one duplicate, a resend by the holder held;
-//     the holder's first report moves the entry.
+//     a report of the holder, or (with the n8n API) of a Retry of it at any
+//     depth, is never refused while the entry is processing.
 func TestModel(t *testing.T) {
 	for _, dialect := range audittest.Dialects {
 		for _, api := range []bool{false, true} {
@@ -159,10 +164,15 @@ type world struct {
 	claims   int          // answered claims
 	moves    int          // outcomes that moved the entry
 	resolved int          // accepted resolutions
+	// refused are the reports refused as not_holder, by execution and
+	// outcome: each is one evidence line, and one alert unless it said
+	// failed.
+	refused map[string]audit.Outcome
 }
 
 func (m *modelStore) run(t *rapid.T) {
-	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byID: map[string]*execution{}}
+	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byID: map[string]*execution{},
+		refused: map[string]audit.Outcome{}}
 	w.event = "e"
 	steps := rapid.IntRange(1, 24).Draw(t, "steps")
 	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "resend report",
@@ -308,6 +318,7 @@ func (w *world) decided(x *execution, before audit.Status, holder string, res au
 	}
 	if !res.Process {
 		x.waited = true
+		w.answered("claim by "+x.id, res.Status)
 		return
 	}
 	// 1 and 2.
@@ -319,6 +330,32 @@ func (w *world) decided(x *execution, before audit.Status, holder string, res au
 	}
 	x.granted = true
 	w.status, w.holding, w.lastRoot = audit.StatusProcessing, x.root, x.root
+	w.answered("claim by "+x.id, res.Status)
+}
+
+// answered checks that the status an answer gave is the entry's (5).
+func (w *world) answered(what string, got audit.Status) {
+	if got != w.status {
+		w.t.Fatalf("%s answered status %s; the entry is %s", what, got, w.status)
+	}
+}
+
+// mayMove reports whether x may move the entry as it was stored: x holds
+// it, or x is an n8n Retry (at any depth) of its holder and the service can
+// ask n8n so.
+func (w *world) mayMove(x *execution, d audit.EventDetail) bool {
+	if d.HolderExecutionID == x.id {
+		return true
+	}
+	if w.m.n8n == nil {
+		return false
+	}
+	for p := w.byID[x.retryOf]; p != nil; p = w.byID[p.retryOf] {
+		if p.id == d.HolderExecutionID {
+			return true
+		}
+	}
+	return false
 }
 
 // burst is several executions presenting the event at once, decided as one
@@ -371,13 +408,25 @@ func (w *world) send(x *execution, req audit.OutcomeRequest) {
 	res, err := w.m.store.ReportOutcome(w.ctx, req)
 	ref, rerr := w.m.ref.ReportOutcome(w.ctx, req)
 	w.same("report by "+x.id, res, ref, err, rerr)
-	switch audit.ErrorCode(err) {
+	switch code := audit.ErrorCode(err); code {
 	case audit.CodeNotFound:
 		if w.status != "" {
 			w.t.Fatalf("%s's report: not found, but the key exists", x.id)
 		}
 		return
 	case audit.CodeConflict, audit.CodeNotHolder:
+		// 7: the holder's report, or its Retry's, moves a processing entry.
+		if before.Status == audit.StatusProcessing && w.mayMove(x, before) {
+			w.t.Fatalf("%s's %s was refused (%v), but it may move the entry %s holds", x.id, req.Outcome, err,
+				before.HolderExecutionID)
+		}
+		var e *audit.Error
+		if errors.As(err, &e) && e.Status != w.status {
+			w.t.Fatalf("%s's refusal gave status %s; the entry is %s", x.id, e.Status, w.status)
+		}
+		if code == audit.CodeNotHolder {
+			w.refused[x.id+" "+string(req.Outcome)] = req.Outcome
+		}
 		return
 	}
 	if err != nil {
@@ -387,6 +436,7 @@ func (w *world) send(x *execution, req audit.OutcomeRequest) {
 		if before.HolderExecutionID != x.id {
 			w.t.Fatalf("%s's report answered unchanged, but %s holds the entry", x.id, before.HolderExecutionID)
 		}
+		w.answered("report by "+x.id, res.Status)
 		return
 	}
 	// 3 and 4.
@@ -408,6 +458,7 @@ func (w *world) send(x *execution, req audit.OutcomeRequest) {
 	default:
 		w.status, w.holding = audit.StatusProcessing, x.root
 	}
+	w.answered("report by "+x.id, res.Status)
 }
 
 // intake posts the error workflow's payload for a failed execution.
@@ -429,10 +480,16 @@ func (w *world) intake(x *execution) {
 		return
 	}
 	after, _ := w.stored()
-	// 6: an error outside the holding lineage changes no review.
-	if (w.holding == "" || x.root != w.holding) && after.ReviewReason != before.ReviewReason {
-		w.t.Fatalf("the error of %s (lineage %s, holding %q) moved review from %q to %q", x.id, x.root, w.holding,
-			before.ReviewReason, after.ReviewReason)
+	// 6: an error outside the holding lineage changes no review and
+	// alerts nobody.
+	if w.holding == "" || x.root != w.holding {
+		if after.ReviewReason != before.ReviewReason {
+			w.t.Fatalf("the error of %s (lineage %s, holding %q) moved review from %q to %q", x.id, x.root, w.holding,
+				before.ReviewReason, after.ReviewReason)
+		}
+		if a, b := eventAlerts(after), eventAlerts(before); a != b {
+			w.t.Fatalf("the error of %s (lineage %s, holding %q) wrote %d alerts", x.id, x.root, w.holding, a-b)
+		}
 	}
 	if x.id == before.HolderExecutionID && before.Status == audit.StatusProcessing && after.ReviewReason == "" {
 		w.t.Fatalf("the holder's error put the entry into no review")
@@ -462,9 +519,22 @@ func (w *world) stale() {
 		return
 	}
 	after, _ := w.stored()
-	if staleLines(after) != staleLines(before) {
+	if staleLines(after) != staleLines(before) || eventAlerts(after) != eventAlerts(before) {
 		w.t.Fatalf("the stale detector alerted about an entry already in review (%s)", before.ReviewReason)
 	}
+}
+
+// eventAlerts counts the alerts written about an event, news in its thread
+// and refreshes of its first message aside.
+func eventAlerts(d audit.EventDetail) int {
+	n := 0
+	for _, row := range d.Alerts {
+		var a audit.Alert
+		if row.Kind != audit.RowRefresh && json.Unmarshal([]byte(row.Payload), &a) == nil && a.Kind != audit.AlertNews {
+			n++
+		}
+	}
+	return n
 }
 
 // sameEntry compares what two stores keep of an entry, times apart.
@@ -545,6 +615,26 @@ func (w *world) check() {
 	if count[audit.KindClaim] != w.claims || count[audit.KindOutcome] != w.moves || count[audit.KindResolution] != w.resolved {
 		w.t.Fatalf("history has %d claims, %d outcomes, %d resolutions; the answers were %d, %d, %d",
 			count[audit.KindClaim], count[audit.KindOutcome], count[audit.KindResolution], w.claims, w.moves, w.resolved)
+	}
+	if count[audit.KindNotHolder] != len(w.refused) {
+		w.t.Fatalf("history has %d evidence lines; %d reports were refused as not_holder", count[audit.KindNotHolder],
+			len(w.refused))
+	}
+	alerted := 0
+	for _, o := range w.refused {
+		if o != audit.OutcomeFailed {
+			alerted++
+		}
+	}
+	kinds := 0
+	for _, row := range d.Alerts {
+		var a audit.Alert
+		if row.Kind != audit.RowRefresh && json.Unmarshal([]byte(row.Payload), &a) == nil && a.Kind == audit.AlertNotHolder {
+			kinds++
+		}
+	}
+	if kinds != alerted {
+		w.t.Fatalf("%d not_holder alerts; %d refused reports said done or unknown", kinds, alerted)
 	}
 	if d.Status == audit.StatusDone && !slices.ContainsFunc(d.History, func(l audit.HistoryLine) bool {
 		return (l.Kind == audit.KindOutcome || l.Kind == audit.KindResolution) && l.Decision == "done"

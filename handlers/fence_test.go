@@ -19,7 +19,7 @@ func (s *server) outboxKinds(t *testing.T, source, eventID string) map[string]in
 	var rows []struct {
 		Payload string `db:"payload"`
 	}
-	if err := s.store.DB().Select(&rows, s.store.DB().Rebind(`SELECT payload FROM outbox WHERE thread_key = ?`),
+	if err := s.store.DB().Select(&rows, s.store.DB().Rebind(`SELECT payload FROM outbox WHERE thread_key = ? AND kind <> 'refresh'`),
 		audit.EventThread(source, eventID)); err != nil {
 		t.Fatalf("read outbox: %v", err)
 	}
