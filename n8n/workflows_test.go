@@ -197,7 +197,7 @@ func TestOrdersWorkflow(t *testing.T) {
 		t.Fatalf("the CRM step feeds %v", got)
 	}
 	out := checkCall(t, w, "Report outcome", "/v1/outcomes")
-	for _, want := range []string{"$json.outcome", "$execution.id", "$('Event').item.json.source"} {
+	for _, want := range []string{"$json.outcome", "$execution.id", "$workflow.id", "$('Event').item.json.source"} {
 		if !strings.Contains(out["jsonBody"].(string), want) {
 			t.Errorf("the outcome body lacks %s", want)
 		}
