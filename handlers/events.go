@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -82,8 +83,13 @@ type errorJSON struct {
 }
 
 type alertJSON struct {
-	ID        int64     `json:"id"`
-	Kind      string    `json:"kind"`
+	ID   int64  `json:"id"`
+	Kind string `json:"kind"` // its role in the thread: alert, followup, refresh
+	// AlertKind, Source and EventID are what the message is about, as it
+	// will be rendered for Slack.
+	AlertKind string    `json:"alert_kind"`
+	Source    string    `json:"source,omitempty"`
+	EventID   string    `json:"event_id,omitempty"`
 	State     string    `json:"state"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error,omitempty"`
@@ -141,7 +147,10 @@ func (h *Handler) getEvent(c *gin.Context) {
 			Message: e.Message, ReceivedAt: e.ReceivedAt, URL: h.links.Error(e.ID)})
 	}
 	for _, a := range d.Alerts {
-		out.Alerts = append(out.Alerts, alertJSON{ID: a.ID, Kind: a.Kind, State: a.State, Attempts: a.Attempts,
+		var about audit.Alert
+		json.Unmarshal([]byte(a.Payload), &about) // written by the store: a row it cannot read says nothing
+		out.Alerts = append(out.Alerts, alertJSON{ID: a.ID, Kind: a.Kind, AlertKind: about.Kind,
+			Source: about.Source, EventID: about.EventID, State: a.State, Attempts: a.Attempts,
 			LastError: a.LastError, CreatedAt: a.CreatedAt})
 	}
 	if out.History == nil {

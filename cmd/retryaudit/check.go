@@ -465,8 +465,7 @@ func (d *overHTTP) event(ctx context.Context, event string) (drillEvent, error) 
 	for _, a := range alerts {
 		if m, _ := a.(map[string]any); m["kind"] == audit.RowAlert {
 			ev.Alerts++
-			// The event's alerts are its thread's: they name it.
-			ev.AlertNames = out["source"] == audit.ScratchSource && out["event_id"] == event
+			ev.AlertNames = m["source"] == audit.ScratchSource && m["event_id"] == event
 		}
 	}
 	history, _ := out["history"].([]any) // newest first
