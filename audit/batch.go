@@ -85,6 +85,10 @@ func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{})}
 	var zero Res
+	closed := &Error{Code: CodeUnavailable, Message: b.name + ": the store is closed"}
+	if b.s.closing.Err() != nil {
+		return zero, closed
+	}
 	if b.late() {
 		b.s.metrics.shed(b.name)
 		return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the queue is longer than can start in time",
@@ -107,6 +111,13 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 			return zero, dbError(b.name+": waiting for a batch", ctx.Err())
 		}
 		<-j.done // it runs now: its answer is the truth, give it
+		return j.res, j.err
+	case <-b.s.closing.Done():
+		// No worker takes it any more (one that took it finishes it).
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return zero, closed
+		}
+		<-j.done
 		return j.res, j.err
 	}
 }

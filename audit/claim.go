@@ -31,11 +31,11 @@ func (r ClaimRequest) Validate() error {
 	f := FieldErrors{}
 	f.source("source", r.Source)
 	f.text("event_id", r.EventID, true, MaxEventIDLen)
-	f.text("execution_id", r.ExecutionID, true, MaxIDLen)
-	f.text("workflow_id", r.WorkflowID, false, MaxIDLen)
+	f.id("execution_id", r.ExecutionID, true)
+	f.id("workflow_id", r.WorkflowID, false)
 	f.text("workflow_name", r.WorkflowName, false, MaxNameLen)
 	f.text("node", r.Node, false, MaxNameLen)
-	f.text("retry_of", r.RetryOf, false, MaxIDLen)
+	f.id("retry_of", r.RetryOf, false)
 	if r.RetryOf != "" && r.RetryOf == r.ExecutionID {
 		f.Add("retry_of", "must name another execution than execution_id")
 	}

@@ -32,7 +32,7 @@ type N8NExecution struct {
 
 // ExecutionLookup asks n8n about one execution. Implementations answer
 // quickly (a short timeout, a cache) and return ErrExecutionNotFound for an
-// unknown id.
+// unknown id, ErrNoAPI for an instance whose API is not configured.
 type ExecutionLookup interface {
 	Execution(ctx context.Context, id string) (N8NExecution, error)
 }
@@ -196,14 +196,19 @@ func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
 			return lineage{note: "could not read the lineage: treated as no retry"}
 		}
 		if !known {
-			if s.lookup == nil {
+			noAPI := s.lookup == nil
+			if !noAPI {
+				x, err = s.lookup.Execution(ctx, id)
+				noAPI = errors.Is(err, ErrNoAPI)
+			}
+			if noAPI {
 				if k.ClaimedRetryOf != "" {
 					lin.note = fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
 						"(RETRYAUDIT_N8N_API_URL) to have retries recognised", k.ClaimedRetryOf)
 				}
 				return lin
 			}
-			if x, err = s.lookup.Execution(ctx, id); err != nil {
+			if err != nil {
 				lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery", id, err)
 				break
 			}

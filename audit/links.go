@@ -12,8 +12,24 @@ import (
 // Links builds the URLs that pages and alerts point to.
 type Links struct {
 	BaseURL      string            // this service, as people reach it
-	N8NEditorURL string            // n8n's editor, for execution links
+	N8NEditorURL string            // the default n8n instance's editor, for execution links
 	CRM          map[string]string // source → order URL template
+	// Instances are the other n8n instances, by name: their editor URLs
+	// ("" when none is configured).
+	Instances map[string]string
+}
+
+// KnownInstance reports whether name is an n8n instance other than the
+// default one.
+func (l Links) KnownInstance(name string) bool {
+	_, ok := l.Instances[name]
+	return ok
+}
+
+// Instance returns the n8n instance an id the service keeps belongs to,
+// and the id that instance knows.
+func (l Links) Instance(qid string) (instance, id string) {
+	return SplitID(qid, l.KnownInstance)
 }
 
 // Event returns the audit row of an event. Both parts are escaped as path
@@ -61,12 +77,24 @@ func (l Links) Execution(id string) string {
 	return l.BaseURL + "/executions/" + url.PathEscape(id)
 }
 
+// Editor returns the editor URL of the instance an execution belongs to,
+// "" when none is configured.
+func (l Links) Editor(executionID string) string {
+	if instance, _ := l.Instance(executionID); instance != DefaultInstance {
+		return l.Instances[instance]
+	}
+	return l.N8NEditorURL
+}
+
 // N8NExecution returns an execution's page in n8n's editor, built from the
-// configured editor URL; without one (or without a workflow id) it falls
-// back to the URL n8n put in the payload, which may be empty.
+// editor URL configured for the execution's instance; without one (or
+// without a workflow id of that instance) it falls back to the URL n8n put
+// in the payload, which may be empty.
 func (l Links) N8NExecution(workflowID, executionID, fallback string) string {
-	if l.N8NEditorURL != "" && workflowID != "" && executionID != "" {
-		return l.N8NEditorURL + "/workflow/" + url.PathEscape(workflowID) + "/executions/" + url.PathEscape(executionID)
+	instance, exec := l.Instance(executionID)
+	wfInstance, wf := l.Instance(workflowID)
+	if editor := l.Editor(executionID); editor != "" && wf != "" && exec != "" && wfInstance == instance {
+		return editor + "/workflow/" + url.PathEscape(wf) + "/executions/" + url.PathEscape(exec)
 	}
 	if strings.HasPrefix(fallback, "http://") || strings.HasPrefix(fallback, "https://") {
 		return fallback

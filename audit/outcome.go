@@ -36,8 +36,8 @@ func (r OutcomeRequest) Validate() error {
 		f.Add("outcome", "must be done, failed or unknown")
 	}
 	// Only the holder may move an entry: a report must say who it is.
-	f.text("execution_id", r.ExecutionID, true, MaxIDLen)
-	f.text("workflow_id", r.WorkflowID, false, MaxIDLen)
+	f.id("execution_id", r.ExecutionID, true)
+	f.id("workflow_id", r.WorkflowID, false)
 	f.note("reason", r.Reason, false, MaxTextLen)
 	f.text("crm_ref", r.CRMRef, false, MaxNameLen)
 	return f.Err()

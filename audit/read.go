@@ -188,6 +188,7 @@ type EventFilter struct {
 	Status      Status
 	NeedsReview bool
 	Prefix      string        // of the event id
+	Instance    string        // presented by an execution of this n8n instance
 	OlderThan   time.Duration // in the current status for at least this long
 	Cursor      string        // from the previous page's Next
 	Limit       int
@@ -233,12 +234,16 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		WHERE (last_seen_at, source, event_id) < (?, ?, ?)
 		AND (? = '' OR source = ?) AND (? = '' OR status = ?)
 		AND (? = '' OR substr(event_id, 1, ?) = ?)
+		AND (? = '' OR EXISTS (SELECT 1 FROM event_executions x
+			WHERE x.source = webhook_events.source AND x.event_id = webhook_events.event_id
+			AND CASE WHEN ? = 'default' THEN x.execution_id NOT LIKE '%@%' ELSE x.execution_id LIKE ? END))
 		AND updated_at < ?
 		AND (? = 0 OR (status = 'processing' AND (review_reason <> '' OR updated_at < ?)))
 		ORDER BY last_seen_at DESC, source DESC, event_id DESC LIMIT ?`,
 		s.d.t(s.reviewCutoff()), s.d.t(curAt), curSource, curID,
 		f.Source, f.Source, string(f.Status), string(f.Status),
 		f.Prefix, len([]rune(f.Prefix)), f.Prefix,
+		f.Instance, f.Instance, "%"+InstanceSep+f.Instance,
 		s.d.t(olderThan), review, s.d.t(s.reviewCutoff()), f.Limit+1)
 	if err != nil {
 		return EventPage{}, err

@@ -38,7 +38,7 @@ func (r ResolveRequest) Validate() error {
 	f.text("actor", r.Actor, true, MaxNameLen)
 	f.note("note", r.Note, true, MaxTextLen)
 	f.text("crm_ref", r.CRMRef, false, MaxNameLen)
-	f.text("holder", r.Holder, false, MaxIDLen)
+	f.id("holder", r.Holder, false)
 	return f.Err()
 }
 

@@ -68,6 +68,15 @@ func sourceChars(v string) bool {
 
 // text checks an optional (required=false) or required free-text value:
 // valid UTF-8, at most max characters, no control characters.
+// id checks an execution or workflow id: text of at most MaxIDLen
+// characters, not counting the instance it is qualified with.
+func (f FieldErrors) id(field, v string, required bool) {
+	if i := strings.LastIndex(v, InstanceSep); i > 0 && ValidInstance(v[i+1:]) {
+		v = v[:i]
+	}
+	f.text(field, v, required, MaxIDLen)
+}
+
 func (f FieldErrors) text(field, v string, required bool, max int) {
 	f.check(field, v, required, max, false)
 }
@@ -126,6 +135,9 @@ func (f EventFilter) Validate() error {
 		errs.source("source", f.Source)
 	}
 	errs.text("prefix", f.Prefix, false, MaxEventIDLen)
+	if f.Instance != "" && !ValidInstance(f.Instance) {
+		errs.Add("instance", "must name an n8n instance (lower-case letters, digits and -)")
+	}
 	switch f.Status {
 	case "", StatusProcessing, StatusDone, StatusFailed:
 	default:

@@ -45,6 +45,8 @@ func (h *Handler) claim(c *gin.Context) {
 		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
 		DeliveryID: o.str("delivery_id"),
 	}
+	h.qualify(c, o, map[string]*string{"execution_id": &req.ExecutionID, "workflow_id": &req.WorkflowID,
+		"retry_of": &req.RetryOf})
 	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)
 		return

@@ -194,7 +194,7 @@ func eventKey(c *gin.Context) (string, string) {
 
 // listEvents answers GET /v1/events?source=&status=&older_than=&needs_review=&prefix=&cursor=&limit=.
 func (h *Handler) listEvents(c *gin.Context) {
-	f, err := eventFilter(c)
+	f, err := h.eventFilter(c)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -215,11 +215,11 @@ func (h *Handler) listEvents(c *gin.Context) {
 }
 
 // eventFilter reads the list filters shared by the API and the pages.
-func eventFilter(c *gin.Context) (audit.EventFilter, error) {
+func (h *Handler) eventFilter(c *gin.Context) (audit.EventFilter, error) {
 	errs := audit.FieldErrors{}
 	f := audit.EventFilter{
 		Source: c.Query("source"), Status: audit.Status(c.Query("status")), Prefix: c.Query("prefix"),
-		Cursor: c.Query("cursor"),
+		Cursor: c.Query("cursor"), Instance: c.Query("instance"),
 	}
 	if v := c.Query("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -246,6 +246,8 @@ func eventFilter(c *gin.Context) (audit.EventFilter, error) {
 		for k, v := range e.Fields {
 			errs.Add(k, v)
 		}
+	} else if f.Instance != "" && f.Instance != audit.DefaultInstance && !h.links.KnownInstance(f.Instance) {
+		errs.Add("instance", "no n8n instance is named "+f.Instance)
 	}
 	return f, errs.Err()
 }

@@ -19,10 +19,13 @@ import (
 
 // Config is what the handlers need; cmd/retryaudit fills it.
 type Config struct {
-	Store   *audit.Store
-	Links   audit.Links
-	Token   string // the /v1 bearer token
-	MaxBody int64  // bytes
+	Store *audit.Store
+	Links audit.Links
+	Token string // the /v1 bearer token of the default n8n instance
+	// Instances are the other n8n instances and their tokens; each needs
+	// an entry in Links.Instances.
+	Instances []Instance
+	MaxBody   int64 // bytes
 	// MaxErrorBody is the hard cap of an error payload: over MaxBody it is
 	// still recorded, with its payload cut; past this, only its first
 	// MaxErrorBody bytes are read.
@@ -55,6 +58,7 @@ type Handler struct {
 	csrf   *http.CrossOriginProtection
 	bodies *semaphore.Weighted
 	counts countCache
+	tokens []instanceToken
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -84,6 +88,9 @@ func New(cfg Config) (*Handler, error) {
 		}
 	}
 	var err error
+	if h.tokens, err = instanceTokens(cfg); err != nil {
+		return nil, err
+	}
 	if h.pages, err = newPages(cfg); err != nil {
 		return nil, err
 	}

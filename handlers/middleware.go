@@ -62,20 +62,26 @@ func (h *Handler) recover(c *gin.Context) {
 	c.Next()
 }
 
-// bearer lets a /v1 request through only with Authorization: Bearer and the
-// service's token. Both sides are hashed first, so the comparison takes the
-// same time whatever the length and content of what was sent.
+// bearer lets a /v1 request through only with Authorization: Bearer and a
+// token of an n8n instance, and remembers the instance. Both sides are
+// hashed first and every token is compared, so the comparison takes the
+// same time whatever was sent and whichever token it matches.
 func (h *Handler) bearer(c *gin.Context) {
-	want := sha256.Sum256([]byte(h.cfg.Token))
 	scheme, cred, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
-	if !ok || !strings.EqualFold(scheme, "Bearer") || h.cfg.Token == "" ||
-		subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+	instance := ""
+	for _, in := range h.tokens {
+		if subtle.ConstantTimeCompare(got[:], in.hash[:]) == 1 {
+			instance = in.name
+		}
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || instance == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="retryaudit"`)
 		h.apiError(c, http.StatusUnauthorized, "unauthorized",
 			"send the service's token as Authorization: Bearer <token>", nil)
 		return
 	}
+	c.Set(ctxInstance, instance)
 	c.Next()
 }
 

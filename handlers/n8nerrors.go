@@ -39,6 +39,7 @@ func (h *Handler) n8nError(c *gin.Context) {
 		return
 	}
 	r := audit.ParseErrorBody(b.sum, b.value)
+	r.OfInstance(c.GetString(ctxInstance))
 	switch {
 	case b.cut:
 		r.Truncated = true

@@ -21,11 +21,13 @@ type eventsData struct {
 	Total   int
 	Next    string // the next page's query string
 	Filters bool   // some filter is set
+	// Instances names the n8n instances, when there are several.
+	Instances []string
 }
 
 // eventsPage is the list of events, newest activity first.
 func (h *Handler) eventsPage(c *gin.Context) {
-	f, err := eventFilter(c)
+	f, err := h.eventFilter(c)
 	if err != nil {
 		h.pageFail(c, err)
 		return
@@ -42,7 +44,8 @@ func (h *Handler) eventsPage(c *gin.Context) {
 		return
 	}
 	d := eventsData{Filter: f, Events: page.Events, Counts: map[string]int{},
-		Filters: f.Source != "" || f.Status != "" || f.Prefix != "" || f.NeedsReview}
+		Filters:   f.Source != "" || f.Status != "" || f.Prefix != "" || f.NeedsReview || f.Instance != "",
+		Instances: h.instanceNames()}
 	for status, n := range counts {
 		d.Counts[string(status)] = n
 		d.Total += n

@@ -40,6 +40,10 @@ type Reconciler struct {
 	// that n8n committed late and clocks a little apart (default 5m).
 	Overlap time.Duration
 	Now     func() time.Time
+	// Instance names the n8n instance Client reads: the ids it records are
+	// kept qualified with it, and its marks apart from other instances'.
+	// Empty is the default instance.
+	Instance string
 }
 
 const (
@@ -64,10 +68,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	if first {
 		r.Log.Info("reconciliation starts: failures that stopped before now are not news", "from", upper)
-		if err := r.Store.SetState(ctx, reconcileSince, stamp(upper)); err != nil {
+		if err := r.Store.SetState(ctx, r.key(reconcileSince), stamp(upper)); err != nil {
 			return err
 		}
-		return r.Store.SetState(ctx, reconcileMark, stamp(upper))
+		return r.Store.SetState(ctx, r.key(reconcileMark), stamp(upper))
 	}
 	found, readErr := r.read(ctx, lower, upper)
 	slices.SortFunc(found, func(a, b Failed) int { return a.StoppedAt.Compare(b.StoppedAt) })
@@ -83,7 +87,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			"err", readErr, "recorded", len(found))
 		return readErr
 	}
-	return r.Store.SetState(ctx, reconcileMark, stamp(upper))
+	return r.Store.SetState(ctx, r.key(reconcileMark), stamp(upper))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -91,7 +95,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // lowerBound returns where this pass's window starts, and whether this is
 // the first pass.
 func (r *Reconciler) lowerBound(ctx context.Context, upper time.Time) (time.Time, bool, error) {
-	mark, err := r.Store.State(ctx, reconcileMark)
+	mark, err := r.Store.State(ctx, r.key(reconcileMark))
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -103,7 +107,7 @@ func (r *Reconciler) lowerBound(ctx context.Context, upper time.Time) (time.Time
 			r.Log.Warn("reconciliation mark unreadable: reading back the lookback", "mark", mark)
 		}
 		// The overlap never reaches back before reconciliation started.
-		since, err := r.Store.State(ctx, reconcileSince)
+		since, err := r.Store.State(ctx, r.key(reconcileSince))
 		if err != nil {
 			return time.Time{}, false, err
 		}
@@ -114,7 +118,7 @@ func (r *Reconciler) lowerBound(ctx context.Context, upper time.Time) (time.Time
 	}
 	// An installation that reconciled by id has missed, at worst, the
 	// long runs that failed late: read the lookback once.
-	legacy, err := r.Store.State(ctx, legacyMark)
+	legacy, err := r.Store.State(ctx, r.key(legacyMark))
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -168,7 +172,8 @@ func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed
 // record stores one failed execution: new, it becomes a found_by_reconcile
 // error; one the intake has, it only fills in what that record lacks.
 func (r *Reconciler) record(ctx context.Context, f Failed) error {
-	key := "exec:" + f.ID
+	id := audit.QualifyID(r.Instance, f.ID)
+	key := "exec:" + id
 	known, err := r.Store.KnownError(ctx, key)
 	if err != nil {
 		return err
@@ -192,14 +197,23 @@ func (r *Reconciler) record(ctx context.Context, f Failed) error {
 		msg = f.Message + " (" + note + ")"
 	}
 	res, err := r.Store.RecordError(ctx, audit.ErrorReport{
-		Kind: audit.ErrorReconcile, DedupeKey: key, ExecutionID: f.ID, RetryOf: f.RetryOf,
-		WorkflowID: f.WorkflowID, Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
+		Kind: audit.ErrorReconcile, DedupeKey: key, ExecutionID: id, RetryOf: audit.QualifyID(r.Instance, f.RetryOf),
+		WorkflowID: audit.QualifyID(r.Instance, f.WorkflowID), Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
 	})
 	if err == nil && !res.Duplicate {
-		r.Log.Warn("reconciliation found a failed execution without an error report", "execution_id", f.ID,
+		r.Log.Warn("reconciliation found a failed execution without an error report", "execution_id", id,
 			"workflow_id", f.WorkflowID, "stopped_at", f.StoppedAt, "linked", res.Linked != nil)
 	}
 	return err
+}
+
+// key names one of the reconciler's marks: the default instance keeps the
+// names of single-instance versions.
+func (r *Reconciler) key(name string) string {
+	if r.Instance == "" || r.Instance == audit.DefaultInstance {
+		return name
+	}
+	return name + "@" + r.Instance
 }
 
 func (r *Reconciler) skipped(reason string, n int) {

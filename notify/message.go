@@ -190,9 +190,9 @@ func (r *Renderer) shortLink(row int64) string {
 }
 
 // editorLink is the execution's page in n8n's editor, built from the
-// configured editor URL only.
+// editor URL configured for its instance only.
 func (r *Renderer) editorLink(a audit.Alert) string {
-	if r.links.N8NEditorURL == "" {
+	if r.links.Editor(a.ExecutionID) == "" {
 		return ""
 	}
 	return r.links.N8NExecution(a.WorkflowID, a.ExecutionID, "")
@@ -201,7 +201,7 @@ func (r *Renderer) editorLink(a audit.Alert) string {
 // payloadLink returns the URL the error payload carried, and its host, when
 // no editor URL is configured to build a trusted one.
 func (r *Renderer) payloadLink(a audit.Alert) (string, string) {
-	if r.links.N8NEditorURL != "" || a.N8NURL == "" {
+	if r.links.Editor(a.ExecutionID) != "" || a.N8NURL == "" {
 		return "", ""
 	}
 	u, err := url.Parse(a.N8NURL)

@@ -18,9 +18,12 @@ import (
 // app is the wiring shared by the commands: the store and the clients of
 // what the configuration names.
 type app struct {
-	cfg     config
-	store   *audit.Store
-	n8n     *n8n.Client // nil without RETRYAUDIT_N8N_API_URL
+	cfg   config
+	store *audit.Store
+	n8n   *n8n.Client // nil without RETRYAUDIT_N8N_API_URL
+	// others are the other n8n instances' API clients, by name (nil
+	// without their API).
+	others  map[string]*n8n.Client
 	log     *slog.Logger
 	metrics *audit.Metrics
 	owner   string // this process, for leases
@@ -42,6 +45,21 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
 		opts.Lookup = a.n8n
 	}
+	if len(cfg.Instances) > 0 {
+		l := &lookupByInstance{clients: map[string]*n8n.Client{audit.DefaultInstance: a.n8n}, links: a.links("")}
+		a.others = map[string]*n8n.Client{}
+		anyAPI := a.n8n != nil
+		for _, in := range cfg.Instances {
+			var c *n8n.Client
+			if in.APIURL != "" {
+				c, anyAPI = n8n.New(in.APIURL, in.APIKey, metrics), true
+			}
+			a.others[in.Name], l.clients[in.Name] = c, c
+		}
+		if anyAPI {
+			opts.Lookup = l
+		}
+	}
 	var err error
 	a.store, err = audit.Open(ctx, opts)
 	if err != nil {
@@ -51,7 +69,8 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 }
 
 func (a *app) links(base string) audit.Links {
-	return audit.Links{BaseURL: base, N8NEditorURL: a.cfg.N8NEditorURL, CRM: a.cfg.CRMLinks}
+	return audit.Links{BaseURL: base, N8NEditorURL: a.cfg.N8NEditorURL, CRM: a.cfg.CRMLinks,
+		Instances: a.cfg.editorURLs()}
 }
 
 // jobs are the background loops of one serve process.
@@ -140,10 +159,21 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 	})
 	j.leased(ctx, a.store, a.log, a.owner, "retention", 10*time.Minute, a.retention)
 	j.leased(ctx, a.store, a.log, a.owner, "stats", 5*time.Minute, a.store.CompactStats)
-	if a.n8n != nil {
-		r := &n8n.Reconciler{Client: a.n8n, Store: a.store, Log: a.log, Metrics: a.metrics,
-			Grace: cfg.N8NReconcileGrace, Lookback: cfg.N8NReconcileLookback}
-		j.leased(ctx, a.store, a.log, a.owner, "reconcile", cfg.N8NPoll, r.Run)
+	reconcile := func(instance string, c *n8n.Client) {
+		if c == nil {
+			return
+		}
+		r := &n8n.Reconciler{Client: c, Store: a.store, Log: a.log.With("n8n_instance", instance),
+			Metrics: a.metrics, Grace: cfg.N8NReconcileGrace, Lookback: cfg.N8NReconcileLookback, Instance: instance}
+		lease := "reconcile"
+		if instance != audit.DefaultInstance {
+			lease += audit.InstanceSep + instance
+		}
+		j.leased(ctx, a.store, a.log, a.owner, lease, cfg.N8NPoll, r.Run)
+	}
+	reconcile(audit.DefaultInstance, a.n8n)
+	for _, in := range cfg.Instances {
+		reconcile(in.Name, a.others[in.Name])
 	}
 	return j, nil
 }

@@ -176,10 +176,19 @@ func (c *checker) integrations(ctx context.Context, cfg config) {
 	}
 	if cfg.N8NAPIURL == "" {
 		c.line("n8n API", "not configured: no lineage lookups, no reconciliation", nil)
-		return
+	} else {
+		err := n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, nil).Check(ctx)
+		c.line("n8n API", "reachable at "+cfg.N8NAPIURL+", the key is accepted", err)
 	}
-	err := n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, nil).Check(ctx)
-	c.line("n8n API", "reachable at "+cfg.N8NAPIURL+", the key is accepted", err)
+	for _, in := range cfg.Instances {
+		name := "n8n API (" + in.Name + ")"
+		if in.APIURL == "" {
+			c.line(name, "not configured: no lineage lookups, no reconciliation for "+in.Name, nil)
+			continue
+		}
+		err := n8n.New(in.APIURL, in.APIKey, nil).Check(ctx)
+		c.line(name, "reachable at "+in.APIURL+", the key is accepted", err)
+	}
 }
 
 // drill is how the drill talks to the service: in this process, or
@@ -354,9 +363,32 @@ type inProcess struct {
 func (d *inProcess) how() string { return "in process" }
 
 func (d *inProcess) claim(ctx context.Context, source, event, execution string) (bool, error) {
-	r, err := d.s.Claim(ctx, audit.ClaimRequest{Source: source, EventID: event, ExecutionID: execution,
-		WorkflowName: "retryaudit check"})
+	var r audit.ClaimResult
+	err := untilServed(ctx, func() error {
+		var err error
+		r, err = d.s.Claim(ctx, audit.ClaimRequest{Source: source, EventID: event, ExecutionID: execution,
+			WorkflowName: "retryaudit check"})
+		return err
+	})
 	return r.Process, err
+}
+
+// untilServed sends a drill's claim again while the service sheds it as
+// overloaded (503, as n8n's Retry On Fail would): the drill checks what is
+// decided, and a busy machine may shed 20 claims at once. It gives up when
+// ctx ends.
+func untilServed(ctx context.Context, send func() error) error {
+	for {
+		err := send()
+		if audit.ErrorCode(err) != audit.CodeUnavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (d *inProcess) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
@@ -426,15 +458,23 @@ func (d *overHTTP) call(ctx context.Context, method, path string, body any, want
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("%s answered %d without JSON", path, resp.StatusCode)
 	}
-	if resp.StatusCode != want {
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable && want != http.StatusServiceUnavailable:
+		return nil, &audit.Error{Code: audit.CodeUnavailable, Message: fmt.Sprintf("%s answered 503: %v", path, out["error"])}
+	case resp.StatusCode != want:
 		return nil, fmt.Errorf("%s answered %d: %v", path, resp.StatusCode, out["error"])
 	}
 	return out, nil
 }
 
 func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (bool, error) {
-	out, err := d.call(ctx, http.MethodPost, "/v1/claims", map[string]any{"source": source, "event_id": event,
-		"execution_id": execution, "workflow_name": "retryaudit check"}, http.StatusOK)
+	var out map[string]any
+	err := untilServed(ctx, func() error {
+		var err error
+		out, err = d.call(ctx, http.MethodPost, "/v1/claims", map[string]any{"source": source, "event_id": event,
+			"execution_id": execution, "workflow_name": "retryaudit check"}, http.StatusOK)
+		return err
+	})
 	return out["process"] == true, err
 }
 

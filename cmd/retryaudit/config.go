@@ -36,7 +36,10 @@ type config struct {
 	N8NEditorURL string
 	N8NAPIURL    string
 	N8NAPIKey    string
-	N8NPoll      time.Duration
+	// Instances are the n8n instances besides the default one
+	// (RETRYAUDIT_N8N_INSTANCES).
+	Instances []n8nInstance
+	N8NPoll   time.Duration
 	// N8NReconcileGrace is how long after a failure reconciliation waits for
 	// the error workflow's report before recording the failure itself.
 	N8NReconcileGrace time.Duration
@@ -236,6 +239,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_CRM_LINKS", "%v", err)
 	}
 	c.UIUsers = e.users("RETRYAUDIT_UI_USERS")
+	c.Instances = e.instances(c.Token)
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration:\n  %s", strings.Join(e.errs, "\n  "))
 	}

@@ -58,7 +58,8 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		cfg.BaseURL = "http://" + ln.Addr().String()
 	}
 	h, err := handlers.New(handlers.Config{
-		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
+		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, Instances: cfg.handlerInstances(),
+		MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: metrics, UI: ui, Logger: log,
 	})

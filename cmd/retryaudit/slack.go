@@ -63,7 +63,8 @@ func slackTest(ctx context.Context, fs *flag.FlagSet, args []string, getenv func
 	if base == "" {
 		base = "http://" + cfg.Addr
 	}
-	r := notify.NewRenderer(audit.Links{BaseURL: base, N8NEditorURL: cfg.N8NEditorURL, CRM: cfg.CRMLinks}, nil)
+	r := notify.NewRenderer(audit.Links{BaseURL: base, N8NEditorURL: cfg.N8NEditorURL, CRM: cfg.CRMLinks,
+		Instances: cfg.editorURLs()}, nil)
 	m := r.Render(audit.Alert{Kind: "test", Source: audit.ScratchSource, EventID: "slack-test",
 		Message: "This is a test message from retryaudit slack-test. Alerts will look like this.", At: time.Now()})
 	posted, _, err := n.Notify(ctx, m)
