@@ -32,3 +32,29 @@ func (s *Store) ClaimTogether(ctx context.Context, reqs []ClaimRequest) ([]Claim
 	}
 	return res, errs
 }
+
+// ReportTogether runs outcome reports of events without items as one batch,
+// in the order given, as the group commit would had they arrived together.
+func (s *Store) ReportTogether(ctx context.Context, reqs []OutcomeRequest) ([]OutcomeResult, []error) {
+	res, errs := make([]OutcomeResult, len(reqs)), make([]error, len(reqs))
+	var jobs []*outcomeJob
+	var at []int
+	for i, req := range reqs {
+		if errs[i] = req.Validate(); errs[i] != nil {
+			continue
+		}
+		j := &outcomeJob{ctx: ctx, req: outcomeInput{req: req}, queued: time.Now(), done: make(chan struct{})}
+		jobs, at = append(jobs, j), append(at, i)
+	}
+	if len(jobs) > 0 {
+		s.outcomes.execute(jobs)
+	}
+	for n, j := range jobs {
+		<-j.done
+		res[at[n]], errs[at[n]] = j.res, j.err
+		if j.err == nil && j.after != nil {
+			j.after()
+		}
+	}
+	return res, errs
+}

@@ -41,7 +41,8 @@ import (
 // detector runs; a person resolves what the page shows them.
 //
 // Every step runs on two stores of the same database: one with group commit
-// (bursts of claims go through it as one batch) and one deciding each claim
+// (bursts of claims, and bursts of outcome reports, go through it as one
+// batch) and one deciding each claim
 // in a transaction of its own. Their answers and stored entries must be the
 // same.
 //
@@ -175,7 +176,7 @@ func (m *modelStore) run(t *rapid.T) {
 		refused: map[string]audit.Outcome{}}
 	w.event = "e"
 	steps := rapid.IntRange(1, 24).Draw(t, "steps")
-	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "resend report",
+	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "report burst", "resend report",
 		"fail in n8n", "error", "retry claim", "retry act", "stray report", "claimed retry_of",
 		"other workflow", "stale", "resolve"}
 	for i := 0; i < steps; i++ {
@@ -192,6 +193,8 @@ func (m *modelStore) run(t *rapid.T) {
 			if x := w.pick("reporter", func(x *execution) bool { return x.granted && x.report == nil }); x != nil {
 				w.report(x, w.outcome())
 			}
+		case "report burst":
+			w.reportBurst()
 		case "resend report":
 			if x := w.pick("resender", func(x *execution) bool { return x.report != nil }); x != nil {
 				w.send(x, *x.report)
@@ -408,6 +411,44 @@ func (w *world) send(x *execution, req audit.OutcomeRequest) {
 	res, err := w.m.store.ReportOutcome(w.ctx, req)
 	ref, rerr := w.m.ref.ReportOutcome(w.ctx, req)
 	w.same("report by "+x.id, res, ref, err, rerr)
+	w.reported(x, req, before, res, err)
+}
+
+// reportBurst is several executions reporting at once (an execution and
+// its Retry, strays, resends), decided as one batch by the group commit and
+// one by one, in the same order, by the other store.
+func (w *world) reportBurst() {
+	n := rapid.IntRange(2, 4).Draw(w.t, "reports")
+	var xs []*execution
+	var reqs []audit.OutcomeRequest
+	for i := 0; i < n; i++ {
+		x := w.pick("burst reporter", func(x *execution) bool { return x.granted || x.waited })
+		if x == nil {
+			return
+		}
+		if x.report == nil {
+			x.report = &audit.OutcomeRequest{Source: w.source(), EventID: w.event, ExecutionID: x.id, WorkflowID: "wf",
+				Outcome: w.outcome(), CRMRef: "crm-" + x.id}
+		}
+		xs, reqs = append(xs, x), append(reqs, *x.report)
+	}
+	got, errs := w.m.store.ReportTogether(w.ctx, reqs)
+	for i, req := range reqs {
+		// The batch decided in arrival order: what the one-by-one store
+		// holds before report i is what report i met.
+		before, err := w.m.ref.Event(w.ctx, w.source(), w.event)
+		if err != nil && audit.ErrorCode(err) != audit.CodeNotFound {
+			w.t.Fatalf("read event: %v", err)
+		}
+		ref, rerr := w.m.ref.ReportOutcome(w.ctx, req)
+		w.same("burst report by "+req.ExecutionID, got[i], ref, errs[i], rerr)
+		w.reported(xs[i], req, before, got[i], errs[i])
+	}
+}
+
+// reported checks one report's answer against the world and moves the
+// world; before is the entry the report met.
+func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.EventDetail, res audit.OutcomeResult, err error) {
 	switch code := audit.ErrorCode(err); code {
 	case audit.CodeNotFound:
 		if w.status != "" {
