@@ -42,9 +42,8 @@ import (
 //
 // Every step runs on two stores of the same database: one with group commit
 // (bursts of claims, and bursts of outcome reports, go through it as one
-// batch) and one deciding each claim
-// in a transaction of its own. Their answers and stored entries must be the
-// same.
+// batch) and one deciding each claim and report in a transaction of its
+// own. Their answers and stored entries must be the same.
 //
 // The invariants, after every step:
 //
