@@ -51,6 +51,11 @@ type ErrorReport struct {
 // UTF-8, which PostgreSQL cannot store.
 const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replaced by U+FFFD"
 
+// NoteVisible is the note of a report whose strings held bytes that are not
+// UTF-8 or lone surrogate escapes: the intake writes them out as text
+// (\xff, \ud800) so that two ids that differ only there stay two.
+const NoteVisible = `bytes that are not UTF-8 and lone surrogates in the payload were written out as text (\xff, \ud800)`
+
 // AddNote adds a note, once.
 func (r *ErrorReport) AddNote(note string) {
 	switch {

@@ -39,6 +39,9 @@ func (h *Handler) n8nError(c *gin.Context) {
 		return
 	}
 	r := audit.ParseErrorBody(b.sum, b.value)
+	if b.visible {
+		r.AddNote(audit.NoteVisible)
+	}
 	switch {
 	case b.cut:
 		r.Truncated = true
