@@ -111,6 +111,7 @@ func TestBadBytesMatrix(t *testing.T) {
 			"invalid UTF-8":            "{\"execution\":{\"id\":\"707\",\"error\":{\"message\":\"bad \xff byte\"}},\"workflow\":{\"id\":\"w\"}}",
 			"lone surrogates":          `{"execution":{"id":"708","error":{"message":"\ud800 alone"}},"workflow":{"name":"\udfff"}}`,
 			"a trigger error with NUL": `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"w"},"message":"\u0000"}`,
+			"raw control characters":   "{\"execution\":{\"id\":\"709\",\"error\":{\"message\":\"line\nbreak\x00\"}},\"workflow\":{\"id\":\"w\"}}",
 		}
 		for name, body := range intake {
 			t.Run("an error payload with "+name+" is recorded", func(t *testing.T) {
