@@ -120,9 +120,10 @@ func ParseErrorBody(sum [32]byte, v map[string]any) ErrorReport {
 		r.Message = defaultMessage(r.Kind, v)
 	}
 	// n8n quotes the request and the answer in its messages: credentials
-	// included.
+	// included. Workflows and nodes are named by people, freely.
 	r.Message = Truncate(RedactText(r.Message), MaxMessageLen)
 	r.URL = RedactText(r.URL)
+	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
 	for _, f := range []*string{&r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.HTTPCode} {
 		*f = Truncate(*f, MaxIDLen)
 	}
@@ -157,7 +158,8 @@ func defaultMessage(kind string, v map[string]any) string {
 }
 
 // stored returns the report as the store keeps it, whoever built it: every
-// text valid UTF-8 without NUL, the message and the URL redacted.
+// text valid UTF-8 without NUL; the message, the URL and the workflow's and
+// the node's names redacted.
 func (r ErrorReport) stored() ErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
@@ -170,6 +172,7 @@ func (r ErrorReport) stored() ErrorReport {
 		r.AddNote(NoteCleaned)
 	}
 	r.Message, r.URL = RedactText(r.Message), RedactText(r.URL)
+	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
 	return r
 }
 
