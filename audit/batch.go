@@ -23,7 +23,7 @@ type Batching struct {
 	Off      bool          // run every request in its own transaction
 	MaxBatch int           // requests per transaction (default 128)
 	Queue    int           // requests that may wait (default 4096): past it, 503 at once
-	Wait     time.Duration // the longest a request waits to start (default 500ms): past it, 503
+	Wait     time.Duration // the longest a request waits to start (DefaultQueueWait): past it, 503
 	Workers  int           // batches in flight at once (default 2 on PostgreSQL, 1 on SQLite)
 }
 
@@ -42,8 +42,12 @@ type job[Req, Res any] struct {
 	// again asks for the job to be run in a batch of its own after this
 	// one commits, prepared anew: it depends on what this batch decides.
 	again bool
-	done  chan struct{}
-	state atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+	// relock: this run set the job aside because another database session
+	// holds its entry's row (see setAsideLocked); it goes again as it is.
+	// metLock: a run did so before.
+	relock, metLock bool
+	done            chan struct{}
+	state           atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
 
 const (
@@ -66,7 +70,9 @@ type batcher[Req, Res any] struct {
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
 	// prepare readies a job sent again (outside any transaction).
 	prepare func(ctx context.Context, j *job[Req, Res])
-	wg      sync.WaitGroup
+	// key names the entry a request is about, for Store.busy.
+	key func(Req) string
+	wg  sync.WaitGroup
 }
 
 func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
@@ -187,23 +193,27 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	if len(live) == 0 {
 		return
 	}
+	release := b.s.busy.hold(b.s.closing, b.keys(live))
 	err := b.inTx(live)
 	if err == nil {
 		b.learn(len(live), time.Since(now))
 	}
+	// A job goes again only when the transaction that asked for it
+	// committed.
 	if err != nil && len(live) > 1 {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
-				j.err = e
+				j.err, j.again = e, false
 			}
 		}
 	} else if err != nil {
-		live[0].err = err
+		live[0].err, live[0].again = err, false
 	}
+	release()
 	b.s.metrics.batched(b.name, len(live))
 	var again []*job[Req, Res]
 	for _, j := range live {
-		if j.again && err == nil {
+		if j.again {
 			again = append(again, j)
 			continue
 		}
@@ -211,14 +221,97 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	}
 	if len(again) > 0 {
 		for _, j := range again {
-			j.again = false
+			prepare := b.prepare != nil && !j.relock
+			j.again, j.relock = false, false
 			j.state.Store(jobQueued)
 			j.queued = now
-			if b.prepare != nil {
+			if prepare {
 				b.prepare(j.ctx, j)
 			}
 		}
 		b.execute(again)
+	}
+}
+
+// keys returns the entries of jobs, for Store.busy.
+func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []string {
+	if b.key == nil {
+		return nil
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = b.key(j.req)
+	}
+	return keys
+}
+
+// setAsideLocked takes out of a batch the jobs whose entry's row another
+// database session holds (locked reports them), so that the batch does not
+// wait for it, and returns the others. A job set aside goes again, as it
+// is, once this batch commits: the session may have been about to commit
+// (another instance's batch, a request of this one decided alone). Set
+// aside a second time, it is answered that the row is locked (503 with
+// Retry-After), at once rather than after the lock timeout.
+func setAsideLocked[Req, Res any](jobs []*job[Req, Res], locked func(Req) bool, what string) []*job[Req, Res] {
+	free := jobs[:0:0]
+	for _, j := range jobs {
+		switch {
+		case !locked(j.req):
+			free = append(free, j)
+		case j.metLock:
+			j.err = &Error{Code: CodeUnavailable, Message: what + ": not waited for", Err: ErrLocked}
+		default:
+			j.again, j.relock, j.metLock = true, true, true
+		}
+	}
+	return free
+}
+
+// busyKeys are the entries that batches of this process are deciding, their
+// rows locked in their transactions. A batch with one of them waits, before
+// it begins, for the batch that holds it (as it would for the row lock), so
+// that a row a batch finds locked is always another session's: n8n's
+// Postgres node, a psql, another instance.
+type busyKeys struct {
+	mu   sync.Mutex
+	busy map[string]chan struct{} // closed when the batch holding the key ends
+}
+
+// hold waits until no batch holds any of keys and holds them until release
+// is called. A store that closes stops the wait.
+func (k *busyKeys) hold(ctx context.Context, keys []string) (release func()) {
+	for {
+		k.mu.Lock()
+		var wait chan struct{}
+		for _, key := range keys {
+			if ch := k.busy[key]; ch != nil {
+				wait = ch
+				break
+			}
+		}
+		if wait == nil {
+			done := make(chan struct{})
+			for _, key := range keys {
+				k.busy[key] = done
+			}
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				for _, key := range keys {
+					if k.busy[key] == done {
+						delete(k.busy, key)
+					}
+				}
+				k.mu.Unlock()
+				close(done)
+			}
+		}
+		k.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return func() {}
+		}
 	}
 }
 
@@ -247,7 +340,7 @@ func (b *batcher[Req, Res]) inTx(jobs []*job[Req, Res]) error {
 	return b.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		for _, j := range jobs {
 			var zero Res
-			j.res, j.err, j.after, j.again = zero, nil, nil, false
+			j.res, j.err, j.after, j.again, j.relock = zero, nil, nil, false, false
 		}
 		return b.run(ctx, tx, jobs, b.s.now())
 	})
