@@ -114,6 +114,14 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		}
 		<-j.done // it runs now: its answer is the truth, give it
 		return j.res, j.err
+	case <-b.s.closing.Done():
+		// No worker will take it: the store closed after stop drained the
+		// queue, or while it did.
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the store is closing"}
+		}
+		<-j.done
+		return j.res, j.err
 	}
 }
 
