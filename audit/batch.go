@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,12 +43,12 @@ type job[Req, Res any] struct {
 	// again asks for the job to be run in a batch of its own after this
 	// one commits, prepared anew: it depends on what this batch decides.
 	again bool
-	// relock: this run set the job aside because another database session
-	// holds its entry's row (see setAsideLocked); it goes again as it is.
-	// metLock: a run did so before.
-	relock, metLock bool
-	done            chan struct{}
-	state           atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+	// relock: this run set the job aside, another database session holding
+	// its entry's row (see setAside); lockedAt: when a run first did.
+	relock   bool
+	lockedAt time.Time
+	done     chan struct{}
+	state    atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
 
 const (
@@ -206,39 +207,88 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	if err == nil {
 		b.learn(len(live), time.Since(now))
 	}
-	// A job goes again only when the transaction that asked for it
-	// committed.
+	// A job goes again, or is set aside, only when the transaction that
+	// asked for it committed.
 	if err != nil && len(live) > 1 {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
-				j.err, j.again = e, false
+				j.err, j.again, j.relock = e, false, false
 			}
 		}
 	} else if err != nil {
-		live[0].err, live[0].again = err, false
+		live[0].err, live[0].again, live[0].relock = err, false, false
 	}
 	release()
 	b.s.metrics.batched(b.name, len(live))
 	var again []*job[Req, Res]
 	for _, j := range live {
-		if j.again {
+		switch {
+		case j.relock:
+			b.later(j)
+		case j.again:
 			again = append(again, j)
-			continue
+		default:
+			close(j.done)
 		}
-		close(j.done)
 	}
 	if len(again) > 0 {
 		for _, j := range again {
-			prepare := b.prepare != nil && !j.relock
-			j.again, j.relock = false, false
+			j.again = false
 			j.state.Store(jobQueued)
 			j.queued = now
-			if prepare {
+			if b.prepare != nil {
 				b.prepare(j.ctx, j)
 			}
 		}
 		b.execute(again)
 	}
+}
+
+// setAside takes out of a batch the jobs whose entry's row another
+// database session holds (locked reports them), so that the batch never
+// waits for it, and returns the others. A job set aside is queued again a
+// little later (see later), to join another batch, until Batching.Wait
+// after it was first set aside: the session may be one that commits at
+// once (another instance's batch, an error recorded for the entry). Then
+// it is answered that the row is locked (503 with Retry-After): the lock
+// timeout is never waited for, and no worker waits at all.
+func (b *batcher[Req, Res]) setAside(jobs []*job[Req, Res], locked func(Req) bool) []*job[Req, Res] {
+	free := jobs[:0:0]
+	now := time.Now()
+	for _, j := range jobs {
+		switch {
+		case !locked(j.req):
+			free = append(free, j)
+		case j.lockedAt.IsZero():
+			j.lockedAt, j.relock = now, true
+		case now.Sub(j.lockedAt) >= b.cfg.Wait:
+			j.err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s: not decided within %s", b.name, b.cfg.Wait),
+				Err: ErrLocked}
+		default:
+			j.relock = true
+		}
+	}
+	return free
+}
+
+// later queues a job set aside again once a pause has passed: as long
+// again as it has been set aside (5 ms at first), so that it is tried a
+// few times, not in a loop, the last time when Batching.Wait is over.
+func (b *batcher[Req, Res]) later(j *job[Req, Res]) {
+	j.relock = false
+	j.state.Store(jobQueued) // its caller may give up meanwhile
+	since := time.Since(j.lockedAt)
+	pause := max(min(max(5*time.Millisecond, since), b.cfg.Wait-since), 0)
+	time.AfterFunc(pause, func() {
+		j.queued = time.Now()
+		select {
+		case b.queue <- j:
+		default:
+			b.s.metrics.shed(b.name)
+			j.err = &Error{Code: CodeUnavailable, Message: b.name + ": the queue is full", Err: ErrOverloaded}
+			close(j.done)
+		}
+	})
 }
 
 // keys returns the entries of jobs, for Store.busy.
@@ -251,28 +301,6 @@ func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []string {
 		keys[i] = b.key(j.req)
 	}
 	return keys
-}
-
-// setAsideLocked takes out of a batch the jobs whose entry's row another
-// database session holds (locked reports them), so that the batch does not
-// wait for it, and returns the others. A job set aside goes again, as it
-// is, once this batch commits: the session may have been about to commit
-// (another instance's batch, a request of this one decided alone). Set
-// aside a second time, it is answered that the row is locked (503 with
-// Retry-After), at once rather than after the lock timeout.
-func setAsideLocked[Req, Res any](jobs []*job[Req, Res], locked func(Req) bool, what string) []*job[Req, Res] {
-	free := jobs[:0:0]
-	for _, j := range jobs {
-		switch {
-		case !locked(j.req):
-			free = append(free, j)
-		case j.metLock:
-			j.err = &Error{Code: CodeUnavailable, Message: what + ": not waited for", Err: ErrLocked}
-		default:
-			j.again, j.relock, j.metLock = true, true, true
-		}
-	}
-	return free
 }
 
 // busyKeys are the entries that batches of this process are deciding, their

@@ -162,7 +162,7 @@ type batchEntry struct {
 // meets an entry that moved under it, takes the one-by-one path for the
 // rest of its claims, inside the same transaction. First the batch locks
 // its entries' rows: the claims of an entry whose row another session
-// holds are set aside (setAsideLocked), never waited for.
+// holds are set aside (batcher.setAside), never waited for.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
 	locked, err := lockEntries(ctx, s, tx, jobs, func(c claimInput) EventKey {
 		return EventKey{Source: c.req.Source, EventID: c.req.EventID}
@@ -170,7 +170,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	if err != nil {
 		return err
 	}
-	jobs = setAsideLocked(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] }, "claim")
+	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] })
 	if len(jobs) == 0 {
 		return nil
 	}

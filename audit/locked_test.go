@@ -36,10 +36,10 @@ func holdRow(t *testing.T, s *audit.Store, source, eventID string) (release func
 
 // TestBatchSetsAsideLockedRows: on PostgreSQL, with the production lock
 // timeout and queue wait, a claim or an outcome report of an entry whose
-// row another session holds is answered unavailable (ErrLocked) without
-// waiting for the lock timeout, and the claims batched with it are decided
-// as usual. SQLite has no row locks (one writer): there is nothing to set
-// aside.
+// row another session holds is set aside, tried again in later batches for
+// the queue wait, then answered unavailable (ErrLocked): never after the
+// lock timeout. The claims batched with it are decided as usual. SQLite has
+// no row locks (one writer): there is nothing to set aside.
 func TestBatchSetsAsideLockedRows(t *testing.T) {
 	ctx := context.Background()
 	s := audittest.Open(t, "postgres", audit.Options{LockTimeout: audit.DefaultLockTimeout,
@@ -56,7 +56,7 @@ func TestBatchSetsAsideLockedRows(t *testing.T) {
 		{Source: "shop", EventID: "locked", ExecutionID: "4"},
 		{Source: "shop", EventID: "free-2", ExecutionID: "5"},
 	})
-	took := time.Since(start)
+	took := time.Since(start) // the locked entry's answers come last
 	for _, i := range []int{1, 2} {
 		if audit.ErrorCode(errs[i]) != audit.CodeUnavailable || !errors.Is(errs[i], audit.ErrLocked) {
 			t.Errorf("claim %d of the locked entry: %+v, %v", i, res[i], errs[i])

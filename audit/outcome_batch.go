@@ -30,7 +30,7 @@ type outcomeJob = job[outcomeInput, OutcomeResult]
 // learned anew: the report before may have moved the holder, and what
 // lineage says (from n8n's API or from what the service knows) was learned
 // against the holder before. A report whose entry's row another session
-// holds is set aside, as a claim is (setAsideLocked).
+// holds is set aside, as a claim is (batcher.setAside).
 func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) error {
 	locked, err := lockEntries(ctx, s, tx, jobs, func(o outcomeInput) EventKey {
 		return EventKey{Source: o.req.Source, EventID: o.req.EventID}
@@ -38,7 +38,7 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err != nil {
 		return err
 	}
-	jobs = setAsideLocked(jobs, func(o outcomeInput) bool { return locked[entryKey(o.req.Source, o.req.EventID)] }, "outcome")
+	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked[entryKey(o.req.Source, o.req.EventID)] })
 	needs, err := s.reportsNeedingLineage(ctx, tx, jobs)
 	if err != nil {
 		return err

@@ -22,11 +22,13 @@ import (
 // n8n's Postgres node may run) holds one webhook_events row. The service
 // runs with the production lock timeout, queue wait and pool. While n8n
 // keeps redelivering that event, many claims of other keys arrive and are
-// batched with its claims. A claim that waited for the row would take the
-// lock timeout at least (and the batch it shared, with it); so every claim
-// of another key must be answered 200, and every claim of the locked key
-// 503 with Retry-After, each in less than the lock timeout. (SQLite has no
-// row locks: this is PostgreSQL's case.)
+// batched with its claims (set aside and tried again, batch after batch,
+// for the queue wait). A claim that waited for the row would take the lock
+// timeout at least, and the batch it shared with it; so every claim of
+// another key must be answered 200, and every claim of the locked key 503
+// with Retry-After, each in less than the lock timeout (the queue wait,
+// 500 ms, is a quarter of it). (SQLite has no row locks: this is
+// PostgreSQL's case.)
 func TestLockedRowStarvesNothing(t *testing.T) {
 	lockTimeout := audit.DefaultLockTimeout
 	s := newServer(t, "postgres", func(_ *handlers.Config, o *audit.Options) {
@@ -131,6 +133,8 @@ func TestLockedRowStarvesNothing(t *testing.T) {
 	if len(locked) < 4 {
 		t.Fatalf("only %d claims of the locked key were answered", len(locked))
 	}
+	slices.SortFunc(locked, func(a, b answer) int { return int(a.took - b.took) })
+	t.Logf("the locked key's claims: %s to %s", locked[0].took, locked[len(locked)-1].took)
 	for i, a := range locked {
 		if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.body, "locked") {
 			t.Errorf("claim %d of the locked key: %d, Retry-After %q: %s", i, a.code, a.retryAfter, a.body)
