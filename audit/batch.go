@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,7 @@ type Batching struct {
 	Off      bool          // run every request in its own transaction
 	MaxBatch int           // requests per transaction (default 128)
 	Queue    int           // requests that may wait (default 4096): past it, 503 at once
-	Wait     time.Duration // the longest a request waits to start (default 500ms): past it, 503
+	Wait     time.Duration // the longest a request waits to start (DefaultQueueWait): past it, 503
 	Workers  int           // batches in flight at once (default 2 on PostgreSQL, 1 on SQLite)
 }
 
@@ -42,8 +43,12 @@ type job[Req, Res any] struct {
 	// again asks for the job to be run in a batch of its own after this
 	// one commits, prepared anew: it depends on what this batch decides.
 	again bool
-	done  chan struct{}
-	state atomic.Int32 // jobQueued, jobStarted, jobAbandoned
+	// relock: this run set the job aside, another database session holding
+	// its entry's row (see setAside); lockedAt: when a run first did.
+	relock   bool
+	lockedAt time.Time
+	done     chan struct{}
+	state    atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
 
 const (
@@ -66,7 +71,9 @@ type batcher[Req, Res any] struct {
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
 	// prepare readies a job sent again (outside any transaction).
 	prepare func(ctx context.Context, j *job[Req, Res])
-	wg      sync.WaitGroup
+	// key names the entry a request is about, for Store.busy.
+	key func(Req) string
+	wg  sync.WaitGroup
 }
 
 func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
@@ -198,27 +205,34 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	if len(live) == 0 {
 		return
 	}
+	release := b.s.busy.hold(b.s.closing, b.keys(live))
 	err := b.inTx(live)
 	if err == nil {
 		b.learn(len(live), time.Since(now))
 	}
+	// A job goes again, or is set aside, only when the transaction that
+	// asked for it committed.
 	if err != nil && len(live) > 1 {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
-				j.err = e
+				j.err, j.again, j.relock = e, false, false
 			}
 		}
 	} else if err != nil {
-		live[0].err = err
+		live[0].err, live[0].again, live[0].relock = err, false, false
 	}
+	release()
 	b.s.metrics.batched(b.name, len(live))
 	var again []*job[Req, Res]
 	for _, j := range live {
-		if j.again && err == nil {
+		switch {
+		case j.relock:
+			b.later(j)
+		case j.again:
 			again = append(again, j)
-			continue
+		default:
+			close(j.done)
 		}
-		close(j.done)
 	}
 	if len(again) > 0 {
 		for _, j := range again {
@@ -230,6 +244,113 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 			}
 		}
 		b.execute(again)
+	}
+}
+
+// setAside takes out of a batch the jobs whose entry's row another
+// database session holds (locked reports them), so that the batch never
+// waits for it, and returns the others. A job set aside is queued again a
+// little later (see later), to join another batch, until Batching.Wait
+// after it was first set aside: the session may be one that commits at
+// once (another instance's batch, an error recorded for the entry). Then
+// it is answered that the row is locked (503 with Retry-After): the lock
+// timeout is never waited for, and no worker waits at all.
+func (b *batcher[Req, Res]) setAside(jobs []*job[Req, Res], locked func(Req) bool) []*job[Req, Res] {
+	free := jobs[:0:0]
+	now := time.Now()
+	for _, j := range jobs {
+		switch {
+		case !locked(j.req):
+			free = append(free, j)
+		case j.lockedAt.IsZero():
+			j.lockedAt, j.relock = now, true
+		case now.Sub(j.lockedAt) >= b.cfg.Wait:
+			j.err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s: not decided within %s", b.name, b.cfg.Wait),
+				Err: ErrLocked}
+		default:
+			j.relock = true
+		}
+	}
+	return free
+}
+
+// later queues a job set aside again once a pause has passed: as long
+// again as it has been set aside (5 ms at first), so that it is tried a
+// few times, not in a loop, the last time when Batching.Wait is over.
+func (b *batcher[Req, Res]) later(j *job[Req, Res]) {
+	j.relock = false
+	j.state.Store(jobQueued) // its caller may give up meanwhile
+	since := time.Since(j.lockedAt)
+	pause := max(min(max(5*time.Millisecond, since), b.cfg.Wait-since), 0)
+	time.AfterFunc(pause, func() {
+		j.queued = time.Now()
+		select {
+		case b.queue <- j:
+		default:
+			b.s.metrics.shed(b.name)
+			j.err = &Error{Code: CodeUnavailable, Message: b.name + ": the queue is full", Err: ErrOverloaded}
+			close(j.done)
+		}
+	})
+}
+
+// keys returns the entries of jobs, for Store.busy.
+func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []string {
+	if b.key == nil {
+		return nil
+	}
+	keys := make([]string, len(jobs))
+	for i, j := range jobs {
+		keys[i] = b.key(j.req)
+	}
+	return keys
+}
+
+// busyKeys are the entries that batches of this process are deciding, their
+// rows locked in their transactions. A batch with one of them waits, before
+// it begins, for the batch that holds it (as it would for the row lock), so
+// that a row a batch finds locked is always another session's: n8n's
+// Postgres node, a psql, another instance.
+type busyKeys struct {
+	mu   sync.Mutex
+	busy map[string]chan struct{} // closed when the batch holding the key ends
+}
+
+// hold waits until no batch holds any of keys and holds them until release
+// is called. A store that closes stops the wait.
+func (k *busyKeys) hold(ctx context.Context, keys []string) (release func()) {
+	for {
+		k.mu.Lock()
+		var wait chan struct{}
+		for _, key := range keys {
+			if ch := k.busy[key]; ch != nil {
+				wait = ch
+				break
+			}
+		}
+		if wait == nil {
+			done := make(chan struct{})
+			for _, key := range keys {
+				k.busy[key] = done
+			}
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				for _, key := range keys {
+					if k.busy[key] == done {
+						delete(k.busy, key)
+					}
+				}
+				k.mu.Unlock()
+				close(done)
+			}
+		}
+		k.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return func() {}
+		}
 	}
 }
 
@@ -258,7 +379,7 @@ func (b *batcher[Req, Res]) inTx(jobs []*job[Req, Res]) error {
 	return b.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		for _, j := range jobs {
 			var zero Res
-			j.res, j.err, j.after, j.again = zero, nil, nil, false
+			j.res, j.err, j.after, j.again, j.relock = zero, nil, nil, false, false
 		}
 		return b.run(ctx, tx, jobs, b.s.now())
 	})

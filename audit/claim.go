@@ -50,6 +50,17 @@ func (r ClaimRequest) Validate() error {
 	return f.Err()
 }
 
+// stored returns a valid request as the store keeps it: its items unique
+// and sorted, the workflow's and the node's names redacted (people name
+// them freely, and n8n sends them as they are: a name can hold a
+// credential) and kept within MaxNameLen.
+func (r ClaimRequest) stored() ClaimRequest {
+	r.Items = uniqueSorted(r.Items)
+	r.WorkflowName = Truncate(RedactText(r.WorkflowName), MaxNameLen)
+	r.Node = Truncate(RedactText(r.Node), MaxNameLen)
+	return r
+}
+
 // ClaimResult is the answer to a claim. For a multi-item claim, Decision is
 // the most actionable of the items' decisions and Process is true if any
 // item's is.
@@ -88,7 +99,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	if err := req.Validate(); err != nil {
 		return ClaimResult{}, err
 	}
-	req.Items = uniqueSorted(req.Items)
+	req = req.stored()
 	if s.claims != nil {
 		return s.claims.do(ctx, s.claimInput(ctx, req))
 	}

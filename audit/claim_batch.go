@@ -40,6 +40,10 @@ type claimBatchQueries struct {
 	insertEntries, reclaim, hold, touch         string
 	present, markActed, countDeliveries, write  string
 	count, pendingErrors, openThreads           string
+	// lockEntries locks the rows of a batch's entries and returns those
+	// another session holds, skipped rather than waited for; empty on
+	// SQLite, which has no row locks.
+	lockEntries string
 }
 
 func newClaimBatchQueries(d dialect) claimBatchQueries {
@@ -47,7 +51,7 @@ func newClaimBatchQueries(d dialect) claimBatchQueries {
 	entryCols := `RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
 		last_delivery_id, last_presented_at`
 	match := `source = v_source AND event_id = v_event_id AND item_count = 0`
-	return claimBatchQueries{
+	q := claimBatchQueries{
 		readExecutions: `WITH v AS (` + d.rowSet("v_id") + `)
 			SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)`,
 		readKnown: `WITH v AS (` + d.rowSet("v_id") + `)
@@ -127,6 +131,19 @@ func newClaimBatchQueries(d dialect) claimBatchQueries {
 		openThreads: `WITH v AS (` + d.rowSet("v_thread") + `)
 			SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)`,
 	}
+	if d.rowLocks {
+		// FOR NO KEY UPDATE, as the batch's updates take it: a session
+		// that only refers to the row (a foreign key's KEY SHARE) is no
+		// obstacle. The lateral subquery is not flattened: it locks each
+		// existing row, and yields nothing for one it skipped.
+		q.lockEntries = `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT v_source AS source, v_event_id AS event_id FROM v
+			LEFT JOIN LATERAL (SELECT true AS mine FROM webhook_events
+				WHERE source = v_source AND event_id = v_event_id FOR NO KEY UPDATE SKIP LOCKED) l ON true
+			WHERE l.mine IS NULL
+			AND EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = v_source AND w.event_id = v_event_id)`
+	}
+	return q
 }
 
 // batchEntry is an entry as a batch statement returned it.
@@ -143,8 +160,20 @@ type batchEntry struct {
 // event are decided in the order they came, each after the one before, as
 // one by one. An event with a claim that needs lineage or items, or that
 // meets an entry that moved under it, takes the one-by-one path for the
-// rest of its claims, inside the same transaction.
+// rest of its claims, inside the same transaction. First the batch locks
+// its entries' rows: the claims of an entry whose row another session
+// holds are set aside (batcher.setAside), never waited for.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
+	locked, err := lockEntries(ctx, s, tx, jobs, func(c claimInput) EventKey {
+		return EventKey{Source: c.req.Source, EventID: c.req.EventID}
+	})
+	if err != nil {
+		return err
+	}
+	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] })
+	if len(jobs) == 0 {
+		return nil
+	}
 	known, held, err := s.lineageInBatch(ctx, tx, jobs)
 	if err != nil {
 		return err
@@ -216,6 +245,35 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 	}
 	return nil
+}
+
+// lockEntries locks, in tx, the rows of the entries the jobs are about and
+// returns (by entryKey) those another database session holds: a batch that
+// waited for one would hold its neighbours for the lock timeout, then fail
+// and run again one by one. The rows it locked, the batch's statements
+// change without waiting.
+func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
+	key func(Req) EventKey) (map[string]bool, error) {
+	if s.batchQ.lockEntries == "" {
+		return nil, nil // SQLite
+	}
+	seen := map[EventKey]bool{}
+	var rows [][]string
+	for _, j := range jobs {
+		if k := key(j.req); !seen[k] {
+			seen[k] = true
+			rows = append(rows, []string{k.Source, k.EventID})
+		}
+	}
+	var held []EventKey
+	if err := s.selectAll(ctx, tx, &held, "lock entries", s.batchQ.lockEntries, s.d.rowArgs(2, rows)...); err != nil {
+		return nil, err
+	}
+	locked := make(map[string]bool, len(held))
+	for _, k := range held {
+		locked[entryKey(k.Source, k.EventID)] = true
+	}
+	return locked, nil
 }
 
 // lineageInBatch reads, in the batch's transaction, what decides whether
@@ -623,4 +681,7 @@ func uniqueColumn(jobs []*claimJob, col func(*claimJob) string) [][]string {
 
 // claimKey is the batch key of a claim: claims of one event never share a
 // batch.
-func claimKey(r ClaimRequest) string { return strings.Join([]string{r.Source, r.EventID}, "\x00") }
+func claimKey(r ClaimRequest) string { return entryKey(r.Source, r.EventID) }
+
+// entryKey names an entry in a map.
+func entryKey(source, eventID string) string { return strings.Join([]string{source, eventID}, "\x00") }

@@ -30,12 +30,18 @@ type dialect struct {
 	// uniqueKey counts the unique indexes on exactly (source, event_id) of
 	// webhook_events.
 	uniqueKey string
+	// rowLocks: another session (n8n's Postgres node, a psql) can hold a
+	// row, so a batch locks its entries' rows first, skipping those (see
+	// claimBatchQueries.lockEntries). SQLite has no row locks, one writer:
+	// nothing to skip.
+	rowLocks bool
 }
 
 var (
 	postgresDialect = dialect{name: "postgres", driver: "postgres", goose: goose.DialectPostgres,
 		leaseOutbox: leaseOutboxStatement(leaseOutboxQuery + " FOR UPDATE SKIP LOCKED"),
 		lockBatch:   " FOR UPDATE SKIP LOCKED",
+		rowLocks:    true,
 		uniqueKey: `SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
 			AND i.indisunique AND i.indnkeyatts = 2 AND i.indpred IS NULL
 			AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a

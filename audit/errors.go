@@ -78,7 +78,8 @@ func dbError(op string, err error) error {
 	code := CodeInternal
 	switch {
 	case locked(err):
-		return &Error{Code: CodeUnavailable, Message: op + ": " + ErrLocked.Error(), Err: errors.Join(ErrLocked, err)}
+		return &Error{Code: CodeUnavailable, Message: op + ": " + ErrLocked.Error() + " (for longer than the lock timeout)",
+			Err: errors.Join(ErrLocked, err)}
 	case unavailable(err):
 		code = CodeUnavailable
 	case refusedValue(err):
@@ -120,9 +121,10 @@ func unavailable(err error) bool {
 	return strings.Contains(err.Error(), "sql: database is closed")
 }
 
-// ErrLocked is in the chain of an unavailable error when a row stayed
-// locked by another session for longer than the lock timeout.
-var ErrLocked = errors.New("the row is locked by another database session (lock_timeout)")
+// ErrLocked is in the chain of an unavailable error when a row was locked
+// by another session: for longer than the lock timeout, or as a batch
+// began, which then does not wait for it.
+var ErrLocked = errors.New("the row is locked by another database session")
 
 func locked(err error) bool {
 	var pqErr *pq.Error

@@ -51,6 +51,11 @@ type ErrorReport struct {
 // UTF-8, which PostgreSQL cannot store.
 const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replaced by U+FFFD"
 
+// NoteVisible is the note of a report whose strings held bytes that are not
+// UTF-8 or lone surrogate escapes: the intake writes them out as text
+// (\xff, \ud800) so that two ids that differ only there stay two.
+const NoteVisible = `bytes that are not UTF-8 and lone surrogates in the payload were written out as text (\xff, \ud800)`
+
 // AddNote adds a note, once.
 func (r *ErrorReport) AddNote(note string) {
 	switch {
@@ -115,9 +120,10 @@ func ParseErrorBody(sum [32]byte, v map[string]any) ErrorReport {
 		r.Message = defaultMessage(r.Kind, v)
 	}
 	// n8n quotes the request and the answer in its messages: credentials
-	// included.
+	// included. Workflows and nodes are named by people, freely.
 	r.Message = Truncate(RedactText(r.Message), MaxMessageLen)
 	r.URL = RedactText(r.URL)
+	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
 	for _, f := range []*string{&r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.HTTPCode} {
 		*f = Truncate(*f, MaxIDLen)
 	}
@@ -152,7 +158,8 @@ func defaultMessage(kind string, v map[string]any) string {
 }
 
 // stored returns the report as the store keeps it, whoever built it: every
-// text valid UTF-8 without NUL, the message and the URL redacted.
+// text valid UTF-8 without NUL; the message, the URL and the workflow's and
+// the node's names redacted.
 func (r ErrorReport) stored() ErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
@@ -165,6 +172,7 @@ func (r ErrorReport) stored() ErrorReport {
 		r.AddNote(NoteCleaned)
 	}
 	r.Message, r.URL = RedactText(r.Message), RedactText(r.URL)
+	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
 	return r
 }
 

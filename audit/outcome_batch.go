@@ -29,8 +29,16 @@ type outcomeJob = job[outcomeInput, OutcomeResult]
 // event in the batch goes again after the batch commits, its lineage
 // learned anew: the report before may have moved the holder, and what
 // lineage says (from n8n's API or from what the service knows) was learned
-// against the holder before.
+// against the holder before. A report whose entry's row another session
+// holds is set aside, as a claim is (batcher.setAside).
 func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) error {
+	locked, err := lockEntries(ctx, s, tx, jobs, func(o outcomeInput) EventKey {
+		return EventKey{Source: o.req.Source, EventID: o.req.EventID}
+	})
+	if err != nil {
+		return err
+	}
+	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked[entryKey(o.req.Source, o.req.EventID)] })
 	needs, err := s.reportsNeedingLineage(ctx, tx, jobs)
 	if err != nil {
 		return err

@@ -1,6 +1,9 @@
 package audit
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // Redacted replaces every credential the service finds in what n8n sends.
 const Redacted = "[redacted]"
@@ -8,8 +11,9 @@ const Redacted = "[redacted]"
 // Redact returns v (decoded JSON) with credentials replaced. It does not
 // modify v. Structure decides first: every value under a key named like a
 // credential, every header whose name is not on the allow-list of harmless
-// headers, and the value of every n8n name/value parameter whose name is
-// secret-like. Every remaining string then passes RedactText.
+// headers (in an object, or listed as strings as in Node's rawHeaders), and
+// the value of every n8n name/value parameter whose name is secret-like.
+// Every remaining string then passes RedactText.
 func Redact(v any) any { return redactValue(v, false) }
 
 // redactValue walks v; headers says that v is (inside) a header collection,
@@ -37,6 +41,9 @@ func redactValue(v any, headers bool) any {
 		}
 		return out
 	case []any:
+		if headers && allStrings(t) {
+			return redactHeaderList(t)
+		}
 		out := make([]any, len(t))
 		for i, val := range t {
 			out[i] = redactValue(val, headers)
@@ -59,6 +66,48 @@ func redactHeader(name string, v any) any {
 		return redactValue(v, false)
 	}
 	return Redacted
+}
+
+// redactHeaderList redacts headers listed as strings: "Name: value" lines,
+// or names and values in turn, as Node's rawHeaders lists them
+// (["X-Api-Key", "abc123", "Accept", "*/*"]) and as a pair of a fetch
+// Headers' entries does. A value is kept only after an allow-listed name.
+func redactHeaderList(list []any) []any {
+	out := make([]any, len(list))
+	lines := true
+	for _, v := range list {
+		// A "name" that the patterns would change is no header's name
+		// (a token before a colon): the list is then read as pairs, where
+		// every name passes RedactText.
+		name, _, ok := strings.Cut(v.(string), ":")
+		lines = lines && ok && headerName.MatchString(name) && RedactText(name) == name
+	}
+	for i, v := range list {
+		s := v.(string)
+		switch {
+		case lines:
+			name, value, _ := strings.Cut(s, ":")
+			trimmed := strings.TrimLeft(value, " \t")
+			out[i] = name + ":" + value[:len(value)-len(trimmed)] + redactHeader(name, trimmed).(string)
+		case i%2 == 0:
+			out[i] = redactValue(s, false) // a name
+		default:
+			out[i] = redactHeader(list[i-1].(string), s)
+		}
+	}
+	return out
+}
+
+// headerName is a header's name as it is written in practice.
+var headerName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+func allStrings(list []any) bool {
+	for _, v := range list {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return len(list) > 0
 }
 
 // headerKey reports a key whose value is a collection of headers: the

@@ -9,7 +9,7 @@ import (
 
 // RedactionVersion names the redactor's rules. When it grows, RedactStored
 // passes what was stored before through the new rules once.
-const RedactionVersion = "2"
+const RedactionVersion = "3"
 
 // storedText is one column that holds text from n8n: the table, its key,
 // the column and how to redact it.
@@ -20,14 +20,23 @@ var storedText = []struct {
 	{"n8n_errors", "id", "message", "", 0},
 	{"n8n_errors", "id", "n8n_url", "", 0},
 	{"n8n_errors", "id", "payload", "", 1},
+	{"n8n_errors", "id", "workflow_name", "", 0},
+	{"n8n_errors", "id", "node", "", 0},
 	{"event_history", "id", "message", " AND kind IN ('error', 'outcome', 'not_holder')", 0},
+	{"event_history", "id", "workflow_name", "", 0},
+	{"event_history", "id", "node", "", 0},
 	{"executions", "execution_id", "n8n_url", "", 0},
+	{"executions", "execution_id", "workflow_name", "", 0},
+	// The group's key is a hash of the node's name as it was: an open
+	// group keeps its thread, the next error opens a new one.
+	{"alert_groups", "group_key", "node", "", 0},
 	{"outbox", "id", "payload", "", 2},
 }
 
 // RedactStored redacts, with today's rules, the n8n text that an earlier
-// version stored (errors, history messages, execution links, alerts not yet
-// sent), so that no credential it let through stays readable. It runs once
+// version stored (errors, history messages, execution links, workflow and
+// node names, alerts not yet sent), so that no credential it let through
+// stays readable. It runs once
 // per RedactionVersion, in batches of one short transaction each, and
 // returns how many values it changed.
 func (s *Store) RedactStored(ctx context.Context) (int, error) {

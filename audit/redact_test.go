@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,84 +44,146 @@ func at(t *testing.T, v map[string]any, path ...string) map[string]any {
 	return v
 }
 
+// The captured shapes of n8n 2.41.1 errors the table plants into, and what
+// of each must stay readable.
+const (
+	httpNode = "error-01-first-delivery.json"     // an HTTP Request node's failure
+	codeNode = "error-09-code-node-throw.json"    // a Code node that threw
+	trigger  = "error-10-trigger-poll-error.json" // a polling trigger's failure
+)
+
+var keptOf = map[string][]string{
+	httpNode: {"evt-lab-0001", "The service was not able to process your request", "Fail Step",
+		"http://127.0.0.1:15678/workflow/LabMainWorkflow1/executions/2", "LabMainWorkflow1", "application/json",
+		`"sendCredentialsOnCrossOriginRedirect":true`, "HttpRequestV3.node.ts:892:16", `"authentication":"none"`},
+	codeNode: {"lab: deliberate failure in Code node for event evt-lab-code-1", "Throw In Code", "LabCodeThrowWf01",
+		"Lab Code Throw Workflow", "Code.node.ts:219:8", "WrappedExecutionError", `"triggerNode":{"name":"Webhook"`},
+	trigger: {"RSS Feed Trigger", "n8n-nodes-base.rssFeedReadTrigger", "everyMinute", "LabTrigErrWflow1",
+		"Lab Trigger Error Workflow", "127.0.0.1:18999/rss-flaky", "NodeOperationError"},
+}
+
 // TestRedactRealShapes plants credentials where n8n 2.41.1 puts what a
-// failed HTTP Request node sent and received, and checks that none survive
-// while the fields people need do.
+// failed node sent, received, threw and was configured with, in the shapes
+// it was captured in (an HTTP Request node, a Code node, a polling
+// trigger), and checks that none survive while the fields people need do.
 func TestRedactRealShapes(t *testing.T) {
 	tests := []struct {
-		name   string
-		secret string
-		plant  func(t *testing.T, v map[string]any, secret string)
+		payload string
+		name    string
+		secret  string
+		plant   func(t *testing.T, v map[string]any, secret string)
 	}{
-		{"an Authorization request header", "sk-live-aaaaaaaaaaaaaaaa1", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "an Authorization request header", "sk-live-aaaaaaaaaaaaaaaa1", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "headers")["Authorization"] = "Bearer " + s
 		}},
-		{"a subscription key header no list knows", "0123456789abcdefsub2", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a subscription key header no list knows", "0123456789abcdefsub2", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "headers")["Ocp-Apim-Subscription-Key"] = s
 		}},
-		{"a custom header", "plain-looking-value-3", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a custom header", "plain-looking-value-3", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "headers")["X-Shop-Signature-V2"] = s
 		}},
-		{"a header parameter of the node", "hdr-param-secret-4", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a header parameter of the node", "hdr-param-secret-4", func(t *testing.T, v map[string]any, s string) {
 			hp := at(t, v, "execution", "error", "node", "parameters", "headerParameters")
 			hp["parameters"] = append(hp["parameters"].([]any), map[string]any{"name": "X-Api-Token", "value": s})
 		}},
-		{"a password in the request body", "body-pass-5", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a password in the request body", "body-pass-5", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "body")["pass"] = s
 		}},
-		{"a client secret in a form body", "form-secret-6", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a client secret in a form body", "form-secret-6", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request")["body"] = "event_id=evt-lab-0001&grant_type=client_credentials&client_secret=" + s + "&scope=x"
 		}},
-		{"user:password in the URI without a query", "uri-pw-7", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "user:password in the URI without a query", "uri-pw-7", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request")["uri"] = "https://crm:" + s + "@crm.example.com/orders"
 		}},
-		{"an api_key in the node's URL", "query-key-8", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "an api_key in the node's URL", "query-key-8", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "node", "parameters")["url"] = "https://crm.example.com/o?id=1&api_key=" + s
 		}},
-		{"a bearer token quoted in the message", "msg-token-9abcdef", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a bearer token quoted in the message", "msg-token-9abcdef", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["message"] = "401 - Authorization: Bearer " + s + " was refused"
 		}},
-		{"a token in the description's escaped JSON", "desc-token-10", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a token in the description's escaped JSON", "desc-token-10", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["description"] = `{\"error\": \"bad\", \"access_token\": \"` + s + `\"}`
 		}},
-		{"Bearer with a colon", "colon-11", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "Bearer with a colon", "colon-11", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["messages"] = []any{"500 - Bearer: " + s}
 		}},
-		{"a JWT in the stack", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig12abc", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a JWT in the stack", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig12abc", func(t *testing.T, v map[string]any, s string) {
 			e := at(t, v, "execution", "error")
 			e["stack"] = e["stack"].(string) + "\n    session " + s
 		}},
-		{"a Slack token in a Code node's parameters", "xoxb-123456789-abcdefghijk", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a Slack token in a Code node's parameters", "xoxb-123456789-abcdefghijk", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "node", "parameters")["jsonBody"] = `={"text": "hi", "channel": "C1", "t": "` + s + `"}`
 		}},
-		{"a GitHub token in free text", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a GitHub token in free text", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["message"] = "clone failed for https://" + s + "@github.com/x/y"
 		}},
-		{"a jwt key", "jwt-value-15", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a jwt key", "jwt-value-15", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "body")["jwt"] = s
 		}},
-		{"an auth object", "auth-obj-16", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "an auth object", "auth-obj-16", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request")["auth"] = map[string]any{"user": "crm", "pass": s}
 		}},
-		{"a cookie header in the message", "cookie-17", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a cookie header in the message", "cookie-17", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["description"] = "Cookie: lang=en; sid=" + s
 		}},
-		{"a session key", "sess-18", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a session key", "sess-18", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "body")["session_id"] = s
 		}},
-		{"a numeric password", "424242", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a numeric password", "424242", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "context", "request", "body")["password"] = json.Number(s)
 		}},
-		{"a high-entropy key nobody named", "Zq8XbT2mLw9VnR4kHs7YdP3cFg6J", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a high-entropy key nobody named", "Zq8XbT2mLw9VnR4kHs7YdP3cFg6J", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["description"] = "upstream said: " + s
 		}},
-		{"a Basic credential in a trigger error", "dXNlcjpwYXNzd29yZDIx", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a Basic credential in a trigger error", "dXNlcjpwYXNzd29yZDIx", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error")["message"] = "Authorization failed (Basic " + s + ")"
+		}},
+		{httpNode, "an API key in the response's rawHeaders", "raw-hdr-key-22", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context")["response"] = map[string]any{"statusCode": json.Number("500"),
+				"rawHeaders": []any{"Content-Type", "application/json", "X-Api-Key", s, "Date", "Tue, 01 Dec 2026 09:00:00 GMT"}}
+		}},
+		{httpNode, "a header no name gives away, as a line", "plain-line-value-23", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error", "context", "request")["rawHeaders"] = []any{"Accept: application/json", "X-Shop-Account: " + s}
+		}},
+		{codeNode, "a token the Code node's message quotes", "code-msg-token-24", func(t *testing.T, v map[string]any, s string) {
+			e := at(t, v, "execution", "error")
+			e["message"] = "CRM refused access_token=" + s + " for event evt-lab-code-1 [line 1]"
+			e["stack"] = "WrappedExecutionError: " + e["message"].(string) + "\n" + e["stack"].(string)
+		}},
+		{codeNode, "a password in the thrown object's description", "code-desc-pw-25", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["description"] = `{"db": "postgres://app:` + s + `@db.internal:5432/crm"}`
+		}},
+		{codeNode, "a key in a helper request's headers", "code-helper-key-26", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution", "error")["context"] = map[string]any{"request": map[string]any{
+				"method": "POST", "headers": map[string]any{"X-Shop-Key": s, "content-type": "application/json"}}}
+		}},
+		{codeNode, "a bearer token in the node's name", "code-node-name-27", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "execution")["lastNodeExecuted"] = "Throw In Code with Bearer " + s
+		}},
+		{codeNode, "an API key in the workflow's name", "wf-name-key-28", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "workflow")["name"] = "Lab Code Throw Workflow api_key=" + s
+		}},
+		{trigger, "user:password in the feed URL", "feed-pw-29", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "trigger", "error", "node", "parameters")["feedUrl"] = "http://feed:" + s + "@127.0.0.1:18999/rss-flaky"
+		}},
+		{trigger, "a token in the feed URL's query", "feed-token-30", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "trigger", "error", "node", "parameters")["feedUrl"] = "http://127.0.0.1:18999/rss-flaky?token=" + s
+		}},
+		{trigger, "a bearer token in the message the error workflow adds", "trig-msg-31abcdef", func(t *testing.T, v map[string]any, s string) {
+			v["message"] = "GET /rss-flaky answered 401 (Authorization: Bearer " + s + ")"
+		}},
+		{trigger, "a header the feed server answered", "trig-cookie-32", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "trigger", "error", "context")["response"] = map[string]any{
+				"rawHeaders": []any{"Set-Cookie", "sid=" + s + "; HttpOnly", "Content-Type", "application/rss+xml"}}
+		}},
+		{trigger, "a credential in the node's parameters", "trig-param-33", func(t *testing.T, v map[string]any, s string) {
+			at(t, v, "trigger", "error", "node", "parameters")["options"] = map[string]any{"customHeaders": map[string]any{
+				"headers": []any{map[string]any{"name": "X-Feed-Auth", "value": s}}}}
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := realPayload(t, "error-01-first-delivery.json")
+			v := realPayload(t, tc.payload)
 			tc.plant(t, v, tc.secret)
 			out, err := json.Marshal(audit.Redact(v))
 			if err != nil {
@@ -129,15 +192,41 @@ func TestRedactRealShapes(t *testing.T) {
 			if strings.Contains(string(out), tc.secret) {
 				t.Errorf("%s survived:\n%s", tc.secret, out)
 			}
-			for _, kept := range []string{"evt-lab-0001", "The service was not able to process your request",
-				"Fail Step", "http://127.0.0.1:15678/workflow/LabMainWorkflow1/executions/2", "LabMainWorkflow1",
-				"application/json", `"sendCredentialsOnCrossOriginRedirect":true`, "HttpRequestV3.node.ts:892:16",
-				`"authentication":"none"`} {
+			for _, kept := range keptOf[tc.payload] {
 				if !strings.Contains(string(out), kept) {
 					t.Errorf("%q was lost", kept)
 				}
 			}
+			// What the store keeps beside the payload: the summary fields.
+			raw, _ := json.Marshal(v)
+			r := audit.ParseErrorPayload(raw, v)
+			if summary := r.Message + r.URL + r.WorkflowName + r.Node; strings.Contains(summary, tc.secret) {
+				t.Errorf("%s survived in the summary: %q", tc.secret, summary)
+			}
 		})
+	}
+}
+
+// TestRedactHeaderLists: headers listed as strings keep a value only after
+// an allow-listed name, whether names and values alternate (Node's
+// rawHeaders) or each is one line.
+func TestRedactHeaderLists(t *testing.T) {
+	tests := []struct{ in, want []any }{
+		{[]any{"Content-Type", "application/json", "X-Api-Key", "abc123", "Location", "https://h.example/?token=t1"},
+			[]any{"Content-Type", "application/json", "X-Api-Key", audit.Redacted, "Location", "https://h.example/?token=" + audit.Redacted}},
+		{[]any{"accept: */*", "X-Shop-Account:  plain1", "Authorization:Bearer x"},
+			[]any{"accept: */*", "X-Shop-Account:  " + audit.Redacted, "Authorization:" + audit.Redacted}},
+		{[]any{"X-Api-Key", "abc123", "Accept"}, []any{"X-Api-Key", audit.Redacted, "Accept"}},
+		{[]any{"Accept", ""}, []any{"Accept", ""}},
+	}
+	for _, tc := range tests {
+		got := audit.Redact(map[string]any{"rawHeaders": tc.in}).(map[string]any)["rawHeaders"]
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Redact(%q)\n  = %q\n want %q", tc.in, got, tc.want)
+		}
+		if again := audit.Redact(map[string]any{"rawHeaders": got}).(map[string]any)["rawHeaders"]; !reflect.DeepEqual(again, got) {
+			t.Errorf("not idempotent: %q → %q", got, again)
+		}
 	}
 }
 
@@ -263,6 +352,7 @@ func FuzzRedact(f *testing.F) {
 		}
 		f.Add(raw)
 	}
+	f.Add([]byte(`{"response":{"rawHeaders":["X-Api-Key","k","Accept","*/*"]},"headers":["Cookie: a=b","Accept: x"]}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var v any
 		if json.Unmarshal(raw, &v) != nil {
@@ -322,22 +412,32 @@ func TestRedactStored(t *testing.T) {
 			ExecutionID: "1", Message: "boom", Payload: `{"headers":{"x":"y"}}`}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorTrigger, DedupeKey: "sha256:1",
+			WorkflowID: "poll", Node: "RSS", Message: "boom"}); err != nil {
+			t.Fatal(err)
+		}
 		// As an earlier version left them:
 		for _, q := range []string{
-			`UPDATE n8n_errors SET message = 'Authorization: Bearer old-secret-1', payload = '{"headers": {"authorization": "old-secret-2"}}'`,
-			`UPDATE event_history SET message = 'failed: password=old-secret-3' WHERE kind = 'error'`,
-			`UPDATE outbox SET payload = replace(payload, '"boom"', '"token=old-secret-4"')`,
+			`UPDATE n8n_errors SET message = 'Authorization: Bearer old-secret-01', payload = '{"headers": {"authorization": "old-secret-02"}}'`,
+			`UPDATE event_history SET message = 'failed: password=old-secret-03' WHERE kind = 'error'`,
+			`UPDATE outbox SET payload = replace(payload, '"boom"', '"token=old-secret-04"')`,
+			`UPDATE n8n_errors SET workflow_name = 'sync api_key=old-secret-05', node = 'GET ?token=old-secret-06'`,
+			`UPDATE event_history SET workflow_name = 'sync api_key=old-secret-07', node = 'Bearer old-secret-08'`,
+			`UPDATE executions SET workflow_name = 'https://u:old-secret-09@crm.example/'`,
+			`UPDATE alert_groups SET node = 'password=old-secret-10'`,
 		} {
 			if _, err := db.Exec(q); err != nil {
 				t.Fatal(err)
 			}
 		}
 		n, err := s.RedactStored(ctx)
-		if err != nil || n < 4 {
+		if err != nil || n < 10 {
 			t.Fatalf("changed %d, %v", n, err)
 		}
 		var dump []string
-		for _, q := range []string{`SELECT message || payload FROM n8n_errors`, `SELECT message FROM event_history`, `SELECT payload FROM outbox`} {
+		for _, q := range []string{`SELECT message || payload || workflow_name || node FROM n8n_errors`,
+			`SELECT message || workflow_name || node FROM event_history`, `SELECT payload FROM outbox`,
+			`SELECT workflow_name FROM executions`, `SELECT node FROM alert_groups`} {
 			var vals []string
 			if err := db.Select(&vals, q); err != nil {
 				t.Fatal(err)
@@ -345,7 +445,8 @@ func TestRedactStored(t *testing.T) {
 			dump = append(dump, vals...)
 		}
 		all := strings.Join(dump, "\n")
-		for _, secret := range []string{"old-secret-1", "old-secret-2", "old-secret-3", "old-secret-4"} {
+		for i := 1; i <= 10; i++ {
+			secret := fmt.Sprintf("old-secret-%02d", i)
 			if strings.Contains(all, secret) {
 				t.Errorf("%s stays:\n%s", secret, all)
 			}
@@ -359,6 +460,56 @@ func TestRedactStored(t *testing.T) {
 		}
 		if again, err := s.RedactStored(ctx); err != nil || again != 0 {
 			t.Errorf("a second pass changed %d (%v): it runs once per version", again, err)
+		}
+	})
+}
+
+// TestNamesAreRedacted: a workflow's or a node's name that holds a
+// credential is stored redacted, from a claim and from an error, in every
+// table that keeps it.
+func TestNamesAreRedacted(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, audit.Options{})
+		name, node := "Sync api_key=name-secret-1", "GET https://u:node-secret-2@crm.example/"
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "n-1", ExecutionID: "1",
+			WorkflowName: name, Node: node}); err != nil {
+			t.Fatal(err)
+		}
+		if _, errs := s.ClaimTogether(ctx, []audit.ClaimRequest{{Source: "shop", EventID: "n-2", ExecutionID: "2",
+			WorkflowName: name, Node: node}}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		v := map[string]any{"execution": map[string]any{"id": "1", "mode": "webhook", "lastNodeExecuted": node,
+			"error": map[string]any{"message": "boom", "node": map[string]any{"name": node}}},
+			"workflow": map[string]any{"id": "w", "name": name}}
+		for _, r := range []audit.ErrorReport{
+			audit.ParseErrorPayload([]byte("an execution error"), v),
+			// Built by hand, as reconciliation does: the store redacts too.
+			{Kind: audit.ErrorTrigger, DedupeKey: "sha256:t", WorkflowID: "w", WorkflowName: name, Node: node, Message: "boom"},
+		} {
+			if _, err := s.RecordError(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var dump []string
+		for _, q := range []string{`SELECT workflow_name || ' ' || node FROM n8n_errors`,
+			`SELECT workflow_name || ' ' || node FROM event_history`, `SELECT workflow_name FROM executions`,
+			`SELECT node FROM alert_groups`, `SELECT payload FROM outbox`} {
+			var vals []string
+			if err := s.DB().Select(&vals, q); err != nil {
+				t.Fatal(err)
+			}
+			dump = append(dump, vals...)
+		}
+		all := strings.Join(dump, "\n")
+		for _, secret := range []string{"name-secret-1", "node-secret-2"} {
+			if strings.Contains(all, secret) {
+				t.Errorf("%s is stored:\n%s", secret, all)
+			}
+		}
+		if !strings.Contains(all, "Sync api_key=[redacted]") || !strings.Contains(all, "GET https://u:[redacted]@crm.example/") {
+			t.Errorf("the names are lost:\n%s", all)
 		}
 	})
 }

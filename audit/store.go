@@ -48,7 +48,7 @@ type Options struct {
 	// MaxConns is the PostgreSQL pool's size (default 20).
 	MaxConns int
 	// LockTimeout bounds every PostgreSQL statement's wait for a lock
-	// (default 2s): past it, the request is answered 503 at once.
+	// (DefaultLockTimeout): past it, the request is answered 503 at once.
 	LockTimeout time.Duration
 	// Batching sets up group commit; its zero value batches with the
 	// defaults.
@@ -60,6 +60,16 @@ type Options struct {
 	Now              func() time.Time
 	Logger           *slog.Logger
 }
+
+// The defaults of the settings that bound a request's waits.
+const (
+	// DefaultLockTimeout is how long a PostgreSQL statement waits for a
+	// row another session holds (Options.LockTimeout).
+	DefaultLockTimeout = 2 * time.Second
+	// DefaultQueueWait is how long a claim or an outcome report waits to
+	// start (Batching.Wait).
+	DefaultQueueWait = 500 * time.Millisecond
+)
 
 // Store is the ledger and everything kept beside it. It is safe for
 // concurrent use; every public method that writes opens its own transaction.
@@ -90,6 +100,7 @@ type Store struct {
 	// claims commits concurrent claims together; nil when batching is off.
 	claims   *batcher[claimInput, ClaimResult]
 	outcomes *batcher[outcomeInput, OutcomeResult]
+	busy     *busyKeys // the entries the batches are deciding
 	batchQ   claimBatchQueries
 	gauges   *storeCollector // nil without metrics
 }
@@ -128,7 +139,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}
 	if d.name == "postgres" {
-		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, 2*time.Second))
+		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, DefaultLockTimeout))
 	} else {
 		s.db, err = sqlx.Open(d.driver, dsn)
 	}
@@ -167,7 +178,7 @@ func (s *Store) startBatching(b Batching) {
 	}
 	b.MaxBatch = cmp.Or(b.MaxBatch, 128)
 	b.Queue = cmp.Or(b.Queue, 4096)
-	b.Wait = cmp.Or(b.Wait, 500*time.Millisecond)
+	b.Wait = cmp.Or(b.Wait, DefaultQueueWait)
 	if b.Workers <= 0 {
 		b.Workers = 2
 		if s.writer != nil {
@@ -175,8 +186,11 @@ func (s *Store) startBatching(b Batching) {
 		}
 	}
 	s.batchQ = newClaimBatchQueries(s.d)
+	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
 	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
+	s.claims.key = func(c claimInput) string { return claimKey(c.req) }
+	s.outcomes.key = func(o outcomeInput) string { return entryKey(o.req.Source, o.req.EventID) }
 	s.outcomes.prepare = func(ctx context.Context, j *outcomeJob) {
 		r := j.req.req
 		var items []string

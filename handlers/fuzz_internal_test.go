@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,10 +117,12 @@ func FuzzOutcomeDecoder(f *testing.F) {
 }
 
 // FuzzErrorBody: the intake's stream reader and the payload parser on any
-// body: no panic; every JSON object is read and recorded with clean text and
-// a bounded payload.
+// body: no panic; every JSON object is read (with nothing replaced by
+// U+FFFD that was not sent as one) and recorded with clean text and a
+// bounded payload.
 func FuzzErrorBody(f *testing.F) {
-	seedBodies(f, `{"execution":{"id":"1","error":{"message":"\u0000"}}}`, `{"trigger":{"error":{}}}`, `[]`, `{"a":`)
+	seedBodies(f, `{"execution":{"id":"1","error":{"message":"\u0000"}}}`, `{"trigger":{"error":{}}}`, `[]`, `{"a":`,
+		"{\"execution\":{\"id\":\"7\xff\"}}", `{"execution":{"id":"7\ud800\udbff\"}}`)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		b, err := readErrorBody(bytes.NewReader(raw), 1<<20)
 		var v map[string]any
@@ -129,6 +132,11 @@ func FuzzErrorBody(f *testing.F) {
 		}
 		if err != nil {
 			return
+		}
+		lower := bytes.ToLower(raw)
+		if !bytes.Contains(lower, []byte(`\ufffd`)) && !bytes.Contains(raw, []byte("\xef\xbf\xbd")) &&
+			strings.ContainsRune(fmt.Sprint(b.value), utf8.RuneError) {
+			t.Fatalf("the decoder replaced what was sent: %q read as %v", raw, b.value)
 		}
 		r := audit.ParseErrorBody(b.sum, b.value)
 		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,20 +50,27 @@ func TestBadBytesMatrix(t *testing.T) {
 			f[field] = rawValue
 			return []byte(fmt.Sprintf(`{"source":%s,"event_id":%s,"execution_id":%s}`, f["source"], f["event_id"], f["execution_id"]))
 		}
-		badValues := map[string]string{
-			"invalid UTF-8":     "\"inv-\xff\"",
-			"a lone surrogate":  `"inv-\ud800"`,
-			"a lone low half":   `"inv-\udc00x"`,
-			"an escaped NUL":    `"inv-\u0000"`,
-			"a raw control":     "\"inv-\x01\"",
-			"overlong encoding": "\"inv-\xc0\xaf\"",
+		// Each bad value and the one answer it gets: 422 naming the field
+		// for text that is not what was sent (checked on the raw bytes,
+		// never rewritten), 400 for a raw control character, which is no
+		// JSON.
+		badValues := map[string]struct {
+			raw  string
+			code int
+		}{
+			"invalid UTF-8":     {"\"inv-\xff\"", http.StatusUnprocessableEntity},
+			"a lone surrogate":  {`"inv-\ud800"`, http.StatusUnprocessableEntity},
+			"a lone low half":   {`"inv-\udc00x"`, http.StatusUnprocessableEntity},
+			"an escaped NUL":    {`"inv-\u0000"`, http.StatusUnprocessableEntity},
+			"a raw control":     {"\"inv-\x01\"", http.StatusBadRequest},
+			"overlong encoding": {"\"inv-\xc0\xaf\"", http.StatusUnprocessableEntity},
 		}
 		for name, v := range badValues {
 			for _, field := range []string{"source", "event_id", "execution_id"} {
 				t.Run("a claim's "+field+" with "+name, func(t *testing.T) {
-					code, body := s.raw(t, "POST", "/v1/claims", claim(field, v), false)
-					if code != http.StatusUnprocessableEntity && code != http.StatusBadRequest {
-						t.Fatalf("%d: %s", code, body)
+					code, body := s.raw(t, "POST", "/v1/claims", claim(field, v.raw), false)
+					if code != v.code {
+						t.Fatalf("%d, want %d: %s", code, v.code, body)
 					}
 					if code == http.StatusUnprocessableEntity && !strings.Contains(body, `"`+field+`"`) {
 						t.Errorf("the answer does not name %s: %s", field, body)
@@ -70,9 +78,13 @@ func TestBadBytesMatrix(t *testing.T) {
 				})
 			}
 			t.Run("an outcome's reason with "+name, func(t *testing.T) {
-				body := []byte(`{"source":"shop","event_id":"e-1","outcome":"done","execution_id":"1","reason":` + v + `}`)
-				if code, out := s.raw(t, "POST", "/v1/outcomes", body, false); code >= 500 || code == 200 && name != "a raw control" {
-					t.Errorf("%d: %s", code, out)
+				body := []byte(`{"source":"shop","event_id":"e-1","outcome":"done","execution_id":"1","reason":` + v.raw + `}`)
+				code, out := s.raw(t, "POST", "/v1/outcomes", body, false)
+				if code != v.code {
+					t.Fatalf("%d, want %d: %s", code, v.code, out)
+				}
+				if code == http.StatusUnprocessableEntity && !strings.Contains(out, `"reason"`) {
+					t.Errorf("the answer does not name reason: %s", out)
 				}
 			})
 		}
@@ -99,6 +111,7 @@ func TestBadBytesMatrix(t *testing.T) {
 			"invalid UTF-8":            "{\"execution\":{\"id\":\"707\",\"error\":{\"message\":\"bad \xff byte\"}},\"workflow\":{\"id\":\"w\"}}",
 			"lone surrogates":          `{"execution":{"id":"708","error":{"message":"\ud800 alone"}},"workflow":{"name":"\udfff"}}`,
 			"a trigger error with NUL": `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"w"},"message":"\u0000"}`,
+			"raw control characters":   "{\"execution\":{\"id\":\"709\",\"error\":{\"message\":\"line\nbreak\x00\"}},\"workflow\":{\"id\":\"w\"}}",
 		}
 		for name, body := range intake {
 			t.Run("an error payload with "+name+" is recorded", func(t *testing.T) {
@@ -108,6 +121,41 @@ func TestBadBytesMatrix(t *testing.T) {
 				}
 			})
 		}
+		t.Run("ids that differ only in bytes the decoder would replace stay two errors", func(t *testing.T) {
+			for _, pair := range [][2]string{{"7\xff", "7\xfe"}, {`7\ud800`, `7\udbff`}, {`7\udc00`, "7\xed\xb0\x80"}} {
+				var ids []any
+				for _, id := range pair {
+					body := `{"execution":{"id":"` + id + `","mode":"webhook","error":{"message":"boom"}},"workflow":{"id":"w"}}`
+					code, out := s.raw(t, "POST", "/v1/n8n/errors", []byte(body), false)
+					var res map[string]any
+					json.Unmarshal([]byte(out), &res)
+					if code != http.StatusAccepted || res["duplicate"] != false || res["note"] != audit.NoteVisible {
+						t.Fatalf("execution id %q: %d %s", id, code, out)
+					}
+					ids = append(ids, res["execution_id"])
+				}
+				if ids[0] == ids[1] || !strings.HasPrefix(fmt.Sprint(ids[0]), `7\`) {
+					t.Errorf("%q and %q were recorded as %q and %q", pair[0], pair[1], ids[0], ids[1])
+				}
+			}
+			var rec struct {
+				Message string `db:"message"`
+				Note    string `db:"intake_note"`
+			}
+			q := s.store.DB().Rebind(`SELECT message, intake_note FROM n8n_errors WHERE execution_id = ?`)
+			if err := s.store.DB().Get(&rec, q, `7\xfe`); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Note != audit.NoteVisible {
+				t.Errorf("stored note %q", rec.Note)
+			}
+			if err := s.store.DB().Get(&rec, q, "707"); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Message != `bad \xff byte` || rec.Note != audit.NoteVisible {
+				t.Errorf("stored %q with note %q", rec.Message, rec.Note)
+			}
+		})
 		t.Run("replaced bytes leave a note and the same text on both databases", func(t *testing.T) {
 			var rec struct {
 				Message string `db:"message"`

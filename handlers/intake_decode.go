@@ -29,6 +29,9 @@ type errorBody struct {
 	size   int64    // bytes read
 	cut    bool     // the body went on past the hard cap: read up to it
 	pruned bool     // values were left out (or cut) to stay within the budget
+	// visible: bytes that are not UTF-8, or lone surrogates, were written
+	// out as text (\xff, \ud800) rather than replaced
+	visible bool
 }
 
 // errNotObject is a body whose first value is not a JSON object.
@@ -36,10 +39,13 @@ var errNotObject = errors.New("not an object")
 
 // readErrorBody reads one JSON object from r, at most hardCap bytes. A body
 // cut at the cap yields what was read before it (cut is set); any other
-// malformed body, or one that is not an object, is an error.
+// malformed body, or one that is not an object, is an error. The size and
+// the hash are of the bytes as sent; the strings are decoded after
+// visibleText wrote out what the decoder would replace.
 func readErrorBody(r io.Reader, hardCap int64) (errorBody, error) {
 	cr := &countingReader{r: io.LimitReader(r, hardCap+1), h: sha256.New()}
-	dec := json.NewDecoder(cr)
+	vt := newVisibleText(cr)
+	dec := json.NewDecoder(vt)
 	dec.UseNumber()
 	p := &pruner{dec: dec, budget: keepBudget}
 	var b errorBody
@@ -59,7 +65,7 @@ func readErrorBody(r io.Reader, hardCap int64) (errorBody, error) {
 			err = errors.New("data after the JSON value")
 		}
 	}
-	b.size = cr.n
+	b.size, b.visible = cr.n, vt.escaped
 	copy(b.sum[:], cr.h.Sum(nil))
 	if err != nil && cr.n > hardCap {
 		b.cut, b.size, err = true, hardCap, nil

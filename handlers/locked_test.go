@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,13 +19,20 @@ import (
 )
 
 // TestLockedRowStarvesNothing: a transaction from another connection (as
-// n8n's Postgres node may run) holds one webhook_events row. Claims of that
-// key answer 503 with Retry-After after the lock timeout, while the lock is
-// still held; claims of every other key, many more than the pool has
-// connections, are answered as usual meanwhile.
+// n8n's Postgres node may run) holds one webhook_events row. The service
+// runs with the production lock timeout, queue wait and pool. While n8n
+// keeps redelivering that event, many claims of other keys arrive and are
+// batched with its claims (set aside and tried again, batch after batch,
+// for the queue wait). A claim that waited for the row would take the lock
+// timeout at least, and the batch it shared with it; so every claim of
+// another key must be answered 200, and every claim of the locked key 503
+// with Retry-After, each in less than the lock timeout (the queue wait,
+// 500 ms, is a quarter of it). (SQLite has no row locks: this is
+// PostgreSQL's case.)
 func TestLockedRowStarvesNothing(t *testing.T) {
+	lockTimeout := audit.DefaultLockTimeout
 	s := newServer(t, "postgres", func(_ *handlers.Config, o *audit.Options) {
-		o.MaxConns, o.LockTimeout = 4, 300*time.Millisecond
+		o.LockTimeout, o.Batching.Wait = lockTimeout, audit.DefaultQueueWait
 	})
 	s.claim(t, claimBody("shop", "locked-1", "1"))
 
@@ -46,46 +55,92 @@ func TestLockedRowStarvesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var wg sync.WaitGroup
-	lockedCodes := make([]int, 8)
-	lockedMsgs := make([]string, 8)
-	retryAfter := make([]string, 8)
-	for i := range lockedCodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequest("POST", s.URL+"/v1/claims",
-				strings.NewReader(fmt.Sprintf(`{"source":"shop","event_id":"locked-1","execution_id":"%d"}`, 100+i)))
-			req.Header.Set("Authorization", "Bearer "+testToken)
-			resp, err := s.client.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			lockedCodes[i], lockedMsgs[i], retryAfter[i] = resp.StatusCode, string(body), resp.Header.Get("Retry-After")
-		}()
+	type answer struct {
+		code       int
+		retryAfter string
+		body       string
+		took       time.Duration
 	}
-	unrelated := make([]int, 40)
-	for i := range unrelated {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, _ := s.call(t, "POST", "/v1/claims", claimBody("shop", fmt.Sprintf("free-%d", i), fmt.Sprint(200+i)))
-			unrelated[i] = code
-		}()
-	}
-	wg.Wait()
-	// Everything above answered while the lock is still held.
-	for i, code := range lockedCodes {
-		if code != http.StatusServiceUnavailable || retryAfter[i] == "" || !strings.Contains(lockedMsgs[i], "locked") {
-			t.Errorf("claim of the locked key: %d, Retry-After %q: %s", code, retryAfter[i], lockedMsgs[i])
+	post := func(body string) answer {
+		req, _ := http.NewRequest("POST", s.URL+"/v1/claims", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		start := time.Now()
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return answer{}
 		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(raw), time.Since(start)}
 	}
-	for i, code := range unrelated {
-		if code != http.StatusOK {
-			t.Errorf("unrelated claim %d: %d", i, code)
+
+	// n8n redelivers the locked event all along.
+	var mu sync.Mutex
+	var locked, unrelated []answer
+	stop := make(chan struct{})
+	var redeliveries sync.WaitGroup
+	var seq atomic.Int64
+	for range 4 {
+		redeliveries.Add(1)
+		go func() {
+			defer redeliveries.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := post(fmt.Sprintf(`{"source":"shop","event_id":"locked-1","execution_id":"%d"}`, 1000+seq.Add(1)))
+				mu.Lock()
+				locked = append(locked, a)
+				mu.Unlock()
+			}
+		}()
+	}
+	var clients sync.WaitGroup
+	for c := range 16 {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for i := range 20 {
+				a := post(fmt.Sprintf(`{"source":"shop","event_id":"free-%d-%d","execution_id":"%d"}`, c, i, 100000+c*100+i))
+				mu.Lock()
+				unrelated = append(unrelated, a)
+				mu.Unlock()
+			}
+		}()
+	}
+	clients.Wait()
+	close(stop)
+	redeliveries.Wait()
+
+	// Everything above answered while the lock is still held.
+	var took []time.Duration
+	for i, a := range unrelated {
+		if a.code != http.StatusOK {
+			t.Errorf("unrelated claim %d: %d: %s", i, a.code, a.body)
+		}
+		took = append(took, a.took)
+	}
+	slices.Sort(took)
+	worst := took[len(took)-1]
+	t.Logf("%d unrelated claims beside %d claims of the locked key: p50 %s, p95 %s, max %s (%.2f of the lock timeout %s)",
+		len(took), len(locked), took[len(took)/2], took[len(took)*95/100], worst, worst.Seconds()/lockTimeout.Seconds(), lockTimeout)
+	if worst >= lockTimeout {
+		t.Errorf("an unrelated claim took %s, at least the lock timeout (%s): it waited for the locked row", worst, lockTimeout)
+	}
+	if len(locked) < 4 {
+		t.Fatalf("only %d claims of the locked key were answered", len(locked))
+	}
+	slices.SortFunc(locked, func(a, b answer) int { return int(a.took - b.took) })
+	t.Logf("the locked key's claims: %s to %s", locked[0].took, locked[len(locked)-1].took)
+	for i, a := range locked {
+		if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.body, "locked") {
+			t.Errorf("claim %d of the locked key: %d, Retry-After %q: %s", i, a.code, a.retryAfter, a.body)
+		}
+		if a.took >= lockTimeout {
+			t.Errorf("claim %d of the locked key was answered after %s, not before the lock timeout (%s)", i, a.took, lockTimeout)
 		}
 	}
 	if err := lock.Rollback(); err != nil {

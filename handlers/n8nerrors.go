@@ -40,6 +40,9 @@ func (h *Handler) n8nError(c *gin.Context) {
 	}
 	r := audit.ParseErrorBody(b.sum, b.value)
 	r.OfInstance(c.GetString(ctxInstance))
+	if b.visible {
+		r.AddNote(audit.NoteVisible)
+	}
 	switch {
 	case b.cut:
 		r.Truncated = true

@@ -189,11 +189,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
-	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", 2*time.Second)
+	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", audit.DefaultLockTimeout)
 	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
-	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", 500*time.Millisecond)
+	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", audit.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
 	switch v := strings.ToLower(e.str("RETRYAUDIT_SQLITE_SYNC", "full")); v {
 	case "full":

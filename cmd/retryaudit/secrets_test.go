@@ -96,6 +96,17 @@ var planted = []struct {
 	{"T0/B0/hookSecret23", func(v map[string]any, s string) {
 		errObj(v)["message"] = "posting to https://hooks.slack.com/services/" + s + " failed"
 	}},
+	{"wf-name-secret-24", func(v map[string]any, s string) {
+		v["workflow"].(map[string]any)["name"] = "Lab Main Workflow api_key=" + s
+	}},
+	{"node-name-secret-25", func(v map[string]any, s string) {
+		v["execution"].(map[string]any)["lastNodeExecuted"] = "Fail Step token=" + s
+		errObj(v)["node"].(map[string]any)["name"] = "Fail Step token=" + s
+	}},
+	{"raw-header-value-26", func(v map[string]any, s string) {
+		errObj(v)["context"].(map[string]any)["response"] = map[string]any{
+			"rawHeaders": []any{"Content-Type", "application/json", "X-Shop-Account", s}}
+	}},
 }
 
 func errObj(v map[string]any) map[string]any {
@@ -108,11 +119,12 @@ func node(v map[string]any) map[string]any {
 	return errObj(v)["node"].(map[string]any)["parameters"].(map[string]any)
 }
 
-// TestPlantedSecretsLeakNowhere posts n8n errors with 23 planted
-// credentials (and an outcome reason and a trigger error with more) to a
-// running service, lets the outbox send its alerts to a fake Slack, then
-// reads every API answer, every page, every row of the database and every
-// message Slack received: none of the secrets may be in any of them.
+// TestPlantedSecretsLeakNowhere posts n8n errors with 26 planted
+// credentials (and claims' workflow and node names, an outcome reason and a
+// trigger error with more) to a running service, lets the outbox send its
+// alerts to a fake Slack, then reads every API answer, every page (the
+// overview and the alerts' short links too), every row of the database and
+// every message Slack received: none of the secrets may be in any of them.
 func TestPlantedSecretsLeakNowhere(t *testing.T) {
 	for _, dialect := range audittest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -134,14 +146,15 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			secrets := []string{"reason-api-key-24", "trigger-token-25"}
+			secrets := []string{"reason-api-key-91", "trigger-token-92", "claim-wf-secret-93", "claim-node-secret-94"}
 			var answers []string
 			// Three events, each failing with a third of the secrets.
 			for e := range 3 {
 				exec := fmt.Sprint(900 + e)
 				event := fmt.Sprintf("sec-%d", e)
 				code, out := svc.api(t, "POST", "/v1/claims", fmt.Sprintf(
-					`{"source":"shop","event_id":%q,"execution_id":%q,"workflow_id":"LabMainWorkflow1"}`, event, exec))
+					`{"source":"shop","event_id":%q,"execution_id":%q,"workflow_id":"LabMainWorkflow1",`+
+						`"workflow_name":"Orders password=claim-wf-secret-93","node":"Claim (Bearer claim-node-secret-94)"}`, event, exec))
 				if code != http.StatusOK {
 					t.Fatalf("claim: %d %s", code, out)
 				}
@@ -163,9 +176,9 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 			}
 			for _, call := range []struct{ path, body string }{
 				{"/v1/outcomes", `{"source":"shop","event_id":"sec-0","execution_id":"900","outcome":"unknown",
-					"reason":"CRM timed out; retry with api_key=reason-api-key-24"}`},
+					"reason":"CRM timed out; retry with api_key=reason-api-key-91"}`},
 				{"/v1/n8n/errors", `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"poll"},
-					"message":"GET https://feed.example/x?token=trigger-token-25 failed"}`},
+					"message":"GET https://feed.example/x?token=trigger-token-92 failed"}`},
 			} {
 				code, out := svc.api(t, "POST", call.path, call.body)
 				if code >= 300 {
@@ -179,8 +192,9 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 				t.Fatal("Slack received no message: the test would see no leak there")
 			}
 
-			paths := []string{"/v1/events", "/v1/events?status=processing"}
-			pages := []string{"/", "/review", "/errors", "/errors?kind=trigger_error", "/executions/900"}
+			paths := []string{"/v1/events", "/v1/events?status=processing", "/v1/stats", "/v1/stats?source=shop"}
+			pages := []string{"/", "/overview", "/overview?source=shop", "/review", "/errors", "/errors?kind=trigger_error",
+				"/executions/900"}
 			for e := range 3 {
 				paths = append(paths, fmt.Sprintf("/v1/events/shop/sec-%d", e))
 				pages = append(pages, fmt.Sprintf("/events/shop/sec-%d", e))
@@ -197,6 +211,18 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 			}
 			for _, p := range pages {
 				answers = append(answers, svc.page(t, p))
+			}
+			// Slack's buttons link the alerts' short links: the redirect, and
+			// the page it leads to.
+			var alerts []int64
+			if err := openDB(t, dialect, dbURL).Select(&alerts, `SELECT id FROM outbox WHERE source <> '' ORDER BY id`); err != nil {
+				t.Fatal(err)
+			}
+			if len(alerts) == 0 {
+				t.Fatal("no alert about an event: the test would follow no short link")
+			}
+			for _, id := range alerts {
+				answers = append(answers, svc.shortLink(t, id)...)
 			}
 			places := map[string]string{
 				"the API answers and pages": strings.Join(answers, "\n"),
@@ -241,6 +267,27 @@ func (s *service) page(t *testing.T, path string) string {
 	return string(raw)
 }
 
+// shortLink follows /e/{id} as its generated admin: the redirect's
+// Location and body, then the page it leads to.
+func (s *service) shortLink(t *testing.T, id int64) []string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/e/%d", s.URL, id), nil)
+	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("admin:"+s.Password)))
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	where := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(where, "/events/") {
+		t.Errorf("/e/%d: %d to %q", id, resp.StatusCode, where)
+		return []string{string(raw)}
+	}
+	return []string{where, string(raw), s.page(t, where)}
+}
+
 func openDB(t *testing.T, dialect, dbURL string) *sqlx.DB {
 	t.Helper()
 	driver, dsn := "postgres", dbURL
@@ -276,7 +323,8 @@ func dumpDatabase(t *testing.T, dialect, dbURL string) string {
 	db := openDB(t, dialect, dbURL)
 	var b strings.Builder
 	for _, table := range []string{"webhook_events", "event_items", "executions", "event_executions", "event_history",
-		"n8n_errors", "outbox", "slack_threads", "service_state", "job_leases"} {
+		"n8n_errors", "outbox", "slack_threads", "service_state", "job_leases", "alert_groups", "stats_hourly",
+		"stats_daily", "resolution_times"} {
 		if !tableName.MatchString(table) {
 			t.Fatal(table)
 		}
