@@ -119,10 +119,26 @@ type ReviewCount struct {
 	N          int    `db:"n" json:"n"`
 }
 
-// AlertState counts the alerts (first messages of a thread) in one state.
-type AlertState struct {
+// AlertCount counts the alerts (first messages of a thread) of one kind in
+// one state.
+type AlertCount struct {
+	Kind  string `db:"alert_kind" json:"kind"`
 	State string `db:"state" json:"state"`
 	N     int    `db:"n" json:"n"`
+}
+
+// alertCounts counts the alerts opened in a window by kind and state, per
+// dialect. The kind is the first key of the row's JSON payload, a text
+// column: SQLite reads JSON from text as it is; PostgreSQL must be told, and
+// is told json rather than jsonb, so that it checks the text but builds no
+// tree of it to read one key.
+var alertCounts = map[string]string{
+	"postgres": `SELECT CAST(payload AS json) ->> 'kind' AS alert_kind, state, count(*) AS n FROM outbox
+		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
+		GROUP BY alert_kind, state ORDER BY alert_kind, state`,
+	"sqlite": `SELECT payload ->> 'kind' AS alert_kind, state, count(*) AS n FROM outbox
+		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
+		GROUP BY alert_kind, state ORDER BY alert_kind, state`,
 }
 
 // Overview is every number the overview page and /v1/stats show.
@@ -134,7 +150,7 @@ type Overview struct {
 	Review      []ReviewAge  // everything waiting, oldest first (at most 1,000)
 	ReviewTotal int          // how many wait
 	Resolutions []Resolution // in the window, oldest first
-	Alerts      []AlertState // alerts opened in the window, by state
+	Alerts      []AlertCount // alerts opened in the window, by kind and state
 	InReview    []ReviewCount
 }
 
@@ -142,7 +158,7 @@ type Overview struct {
 const resolutionWeeks = 8
 
 // Overview reads the numbers of the overview: the rollups, the review
-// queue, the resolution times and the alerts' states. It reads no event
+// queue, the resolution times and the alerts' kinds and states. It reads no event
 // row but those waiting for review, so it costs the same at a million
 // events as at a thousand.
 func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
@@ -200,9 +216,7 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		ORDER BY resolved_at`, s.d.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	err := s.selectAll(ctx, s.db, &o.Alerts, "count alerts", `SELECT state, count(*) AS n FROM outbox
-		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
-		GROUP BY state ORDER BY state`, from, to, f.Source, f.Source)
+	err := s.selectAll(ctx, s.db, &o.Alerts, "count alerts", alertCounts[s.d.name], from, to, f.Source, f.Source)
 	return o, err
 }
 

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -42,12 +43,21 @@ type tick struct {
 // point is a corner of a line.
 type point struct{ X, Y float64 }
 
-// line is one series drawn as a polyline, with its points marked.
+// line is one series drawn as polylines, broken where a bucket has no data,
+// with its points marked.
 type line struct {
 	Class  string
 	Name   string
 	Points []point
-	Path   string // the polyline's points attribute
+	Paths  []string // the points attributes of its polylines, one per run of buckets with data
+}
+
+// gap is a bucket without data on a line chart: a band marked "no data",
+// so that it does not read as a zero.
+type gap struct {
+	X, Y, W, H float64
+	CX, CY     float64 // where its label stands
+	Title      string
 }
 
 // chartTable is the numbers of a chart: a header, then one row a bucket.
@@ -64,6 +74,7 @@ type chart struct {
 	W, H           float64
 	Bars           []rect
 	Lines          []line
+	Gaps           []gap
 	XTicks, YTicks []tick
 	Legend         []series
 	Table          chartTable
@@ -152,8 +163,12 @@ func stackedBars(id, title, xLabel, yLabel string, buckets []string, ss []series
 	return c
 }
 
+// noData stands in a line chart's table for a bucket without data.
+const noData = "no data"
+
 // lines draws each series as a line over the buckets; unit formats the
-// values on the axis and in the table.
+// values on the axis and in the table. A value that is NaN is no data: the
+// line breaks there, and a bucket where every series has none is marked.
 func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit func(float64) string) chart {
 	c := chart{ID: id, Title: title, XLabel: xLabel, YLabel: yLabel, W: chartW, H: chartH, Legend: ss}
 	c.Table.Head = append([]string{xLabel}, names(ss)...)
@@ -161,6 +176,10 @@ func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit
 	for i := range buckets {
 		row := []string{buckets[i]}
 		for _, s := range ss {
+			if math.IsNaN(s.Values[i]) {
+				row = append(row, noData)
+				continue
+			}
 			top = max(top, s.Values[i])
 			row = append(row, unit(s.Values[i]))
 		}
@@ -178,12 +197,30 @@ func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit
 	}
 	for _, s := range ss {
 		l := line{Class: s.Class, Name: s.Name}
+		path := ""
 		for i, v := range s.Values {
+			if math.IsNaN(v) {
+				if path != "" {
+					l.Paths, path = append(l.Paths, path), ""
+				}
+				continue
+			}
 			p := point{X: pos(i), Y: padT + plotH*(1-v/top)}
 			l.Points = append(l.Points, p)
-			l.Path += fmt.Sprintf("%.1f,%.1f ", p.X, p.Y)
+			path += fmt.Sprintf("%.1f,%.1f ", p.X, p.Y)
+		}
+		if path != "" {
+			l.Paths = append(l.Paths, path)
 		}
 		c.Lines = append(c.Lines, l)
+	}
+	band := min(step, plotW) * 0.8
+	for i, b := range buckets {
+		if !slices.ContainsFunc(ss, func(s series) bool { return !math.IsNaN(s.Values[i]) }) {
+			x0, x1 := max(padL, pos(i)-band/2), min(padL+plotW, pos(i)+band/2)
+			c.Gaps = append(c.Gaps, gap{X: x0, Y: padT, W: x1 - x0, H: plotH, CX: (x0 + x1) / 2, CY: padT + plotH/2,
+				Title: b + ": " + noData})
+		}
 	}
 	c.YTicks = yTicks(top, unit)
 	c.XTicks = xTicks(buckets, pos)
