@@ -166,10 +166,50 @@ func stackedBars(id, title, xLabel, yLabel string, buckets []string, ss []series
 // noData stands in a line chart's table for a bucket without data.
 const noData = "no data"
 
-// lines draws each series as a line over the buckets; unit formats the
-// values on the axis and in the table. A value that is NaN is no data: the
-// line breaks there, and a bucket where every series has none is marked.
-func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit func(float64) string) chart {
+// axis says how a line chart writes its values: top rounds the largest up
+// to the axis's top, tick labels the axis, value writes a value in the
+// table.
+type axis struct {
+	top         func(float64) float64
+	tick, value func(float64) string
+}
+
+// durationSteps are the tops of a time axis, in seconds, each twice its
+// half: the axis reads 0, half and top in round times.
+var durationSteps = []float64{60, 120, 600, 1800, 3600, 2 * 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600,
+	96 * 3600, 7 * 24 * 3600, 14 * 24 * 3600, 28 * 24 * 3600}
+
+// durationAxis writes seconds: round times on the axis, to the minute in
+// the table.
+func durationAxis(value func(float64) string) axis {
+	return axis{
+		top: func(v float64) float64 {
+			for _, s := range durationSteps {
+				if s >= v {
+					return s
+				}
+			}
+			return niceMax(v/86400) * 86400
+		},
+		tick: func(v float64) string {
+			switch {
+			case v == 0:
+				return "0"
+			case v < 3600:
+				return count(v/60) + "m"
+			case v < 96*3600:
+				return count(v/3600) + "h"
+			}
+			return count(v/86400) + "d"
+		},
+		value: value,
+	}
+}
+
+// lines draws each series as a line over the buckets. A value that is NaN
+// is no data: the line breaks there, and a bucket where every series has
+// none is marked.
+func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, ax axis) chart {
 	c := chart{ID: id, Title: title, XLabel: xLabel, YLabel: yLabel, W: chartW, H: chartH, Legend: ss}
 	c.Table.Head = append([]string{xLabel}, names(ss)...)
 	top := 0.0
@@ -181,12 +221,12 @@ func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit
 				continue
 			}
 			top = max(top, s.Values[i])
-			row = append(row, unit(s.Values[i]))
+			row = append(row, ax.value(s.Values[i]))
 		}
 		c.Table.Rows = append(c.Table.Rows, row)
 	}
 	c.Empty = top == 0
-	top = niceMax(top)
+	top = ax.top(top)
 	plotW, plotH := chartW-padL-padR, chartH-padT-padB
 	step := plotW / float64(max(1, len(buckets)-1))
 	pos := func(i int) float64 {
@@ -222,7 +262,7 @@ func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit
 				Title: b + ": " + noData})
 		}
 	}
-	c.YTicks = yTicks(top, unit)
+	c.YTicks = yTicks(top, ax.tick)
 	c.XTicks = xTicks(buckets, pos)
 	return c
 }

@@ -125,6 +125,9 @@ func buildStats(o audit.Overview, source string, now time.Time) stats {
 		}
 	}
 	for _, c := range o.Groups {
+		if strings.HasPrefix(c.Metric, audit.MetricAlert) {
+			continue // the alerts are counted from the outbox, by state
+		}
 		st.Totals.add(c)
 		for _, g := range []*groupCounts{group(sources, c.Source, groupCounts{Source: c.Source}),
 			group(workflows, c.WorkflowID, groupCounts{WorkflowID: c.WorkflowID})} {

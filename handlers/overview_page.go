@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -105,9 +106,9 @@ func resolutionChart(weeks []weekResolution) chart {
 		p90.Values = append(p90.Values, seconds(w.P90Seconds))
 	}
 	return lines("resolution", "From unknown to a person's resolution, per week", "week of", "time waited",
-		labels, []series{med, p90}, func(v float64) string {
+		labels, []series{med, p90}, durationAxis(func(v float64) string {
 			return audit.HumanDuration(time.Duration(v*float64(time.Second)), " ")
-		})
+		}))
 }
 
 // seconds is a week's time to resolution for a chart: NaN, no data, for a
@@ -128,7 +129,7 @@ var alertStates = []struct {
 	{"sent", "s3", []string{audit.OutboxSent}},
 	{"waiting", "s6", []string{audit.OutboxPending, audit.OutboxSending}},
 	{"dead", "s4", []string{audit.OutboxDead}},
-	{"not sent: Slack not configured", "s8", []string{audit.OutboxUnconfigured}},
+	{"Slack not set up", "s8", []string{audit.OutboxUnconfigured}},
 	{"skipped", "s7", []string{audit.OutboxSkipped}},
 }
 
@@ -144,7 +145,7 @@ var alertKinds = []struct{ kind, name string }{
 
 // alertsChart stacks, per kind of alert, how many are sent, waiting, dead
 // or were never sent; the table has the same numbers by the kinds' names in
-// /v1/stats, with totals.
+// /v1/stats (in words), with totals.
 func alertsChart(st stats) (chart, chartTable) {
 	var kinds, labels []string
 	for _, k := range alertKinds {
@@ -165,7 +166,7 @@ func alertsChart(st stats) (chart, chartTable) {
 	table := chartTable{Head: append(append([]string{"kind"}, names(ss)...), "all")}
 	totals := make([]int, len(alertStates)+1)
 	for _, k := range kinds {
-		row := []string{k}
+		row := []string{strings.ReplaceAll(k, "_", " ")}
 		all := 0
 		for j, as := range alertStates {
 			n := 0

@@ -393,7 +393,7 @@ func comparePage(t *testing.T, page string, st map[string]any) {
 		get := func(state string) float64 { v, _ := states[state].(float64); return v }
 		row := []float64{get("sent"), get("pending") + get("sending"), get("dead"), get("unconfigured"), get("skipped")}
 		sum := 0.0
-		cells := []string{kind}
+		cells := []string{strings.ReplaceAll(kind, "_", " ")}
 		for i, v := range row {
 			sum += v
 			all[i] += v
