@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"database/sql"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -154,6 +155,19 @@ type Overview struct {
 	InReview    []ReviewCount
 }
 
+// overviewSnapshot prepares the transaction the overview reads in, per
+// dialect. PostgreSQL reads all the page's numbers in one snapshot, and
+// without parallel workers: each query reads at most a few thousand rows,
+// and a worker takes longer to start than such a query runs (seen at a
+// million events on two busy cores: 118 ms waiting for the worker of an
+// 11 ms count). SQLite reads without a transaction, which would take the
+// write lock; its reads beside the one writer are consistent enough for a
+// page.
+var overviewSnapshot = map[string]string{
+	"postgres": `SET LOCAL max_parallel_workers_per_gather = 0`,
+	"sqlite":   "",
+}
+
 // resolutionWeeks is how far back the overview reads resolution times.
 const resolutionWeeks = 8
 
@@ -170,6 +184,18 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		f.From = f.To.Add(-statsWindow)
 	}
 	o := Overview{From: f.From, To: f.To}
+	var q any = s.db
+	if setup := overviewSnapshot[s.d.name]; setup != "" {
+		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			return o, dbError("begin", err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, setup); err != nil {
+			return o, dbError("begin", err)
+		}
+		q = tx
+	}
 	from, to := s.d.t(f.From.UTC().Truncate(time.Hour)), s.d.t(f.To)
 	day := s.d.t(f.From.UTC().Truncate(24 * time.Hour))
 	for _, q := range []struct {
@@ -191,12 +217,12 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		if q.from == nil {
 			args = []any{from, to, f.Source, f.Source, day, to, f.Source, f.Source}
 		}
-		if err := s.selectAll(ctx, s.db, q.dest, "read counters", q.query, args...); err != nil {
+		if err := s.selectAll(ctx, q, q.dest, "read counters", q.query, args...); err != nil {
 			return o, err
 		}
 	}
 	cutoff := s.d.t(s.reviewCutoff())
-	if err := s.selectAll(ctx, s.db, &o.InReview, "count review queue", `SELECT w.source,
+	if err := s.selectAll(ctx, q, &o.InReview, "count review queue", `SELECT w.source,
 		COALESCE(x.workflow_id, '') AS workflow_id, count(*) AS n
 		FROM webhook_events w LEFT JOIN executions x ON x.execution_id = w.holder_execution_id
 		WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < ?) AND (? = '' OR w.source = ?)
@@ -206,17 +232,17 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 	for _, c := range o.InReview {
 		o.ReviewTotal += c.N
 	}
-	if err := s.selectAll(ctx, s.db, &o.Review, "read review queue", `SELECT source, event_id, review_reason, updated_at
+	if err := s.selectAll(ctx, q, &o.Review, "read review queue", `SELECT source, event_id, review_reason, updated_at
 		FROM webhook_events WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
 		AND (? = '' OR source = ?) ORDER BY updated_at LIMIT 1000`, cutoff, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	if err := s.selectAll(ctx, s.db, &o.Resolutions, "read resolutions", `SELECT resolved_at, source, seconds
+	if err := s.selectAll(ctx, q, &o.Resolutions, "read resolutions", `SELECT resolved_at, source, seconds
 		FROM resolution_times WHERE resolved_at >= ? AND resolved_at <= ? AND (? = '' OR source = ?)
 		ORDER BY resolved_at`, s.d.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	err := s.selectAll(ctx, s.db, &o.Alerts, "count alerts", alertCounts[s.d.name], from, to, f.Source, f.Source)
+	err := s.selectAll(ctx, q, &o.Alerts, "count alerts", alertCounts[s.d.name], from, to, f.Source, f.Source)
 	return o, err
 }
 
