@@ -222,16 +222,16 @@ func BenchmarkOverview(b *testing.B) {
 }
 
 // overviewSeed is what seedOverview writes, per dialect, side by side; $1
-// (PostgreSQL) or ? (SQLite) is the number of events. Over the 14 days the
-// page shows, for n events: each event's execution (and a second for 15%
-// of them, redeliveries), its executions' links, 2.15 history lines per
-// event on average (claim, outcome, redelivery), 0.1% of events waiting
-// for review for an unknown outcome and 0.02% stale, 1.15% of their
-// executions known; 3 outbox rows per 100 events (an alert of each of the
-// five kinds in turn, each with a follow-up and a refresh; sent, some
-// waiting, dead or never sent) with payloads of alert size; a person's
-// resolution for 0.5% of events; and 14 days of hourly counters from 3
-// sources and 6 workflows, folded into days as the service does.
+// (PostgreSQL) or ? (SQLite) is the number of events, n. Over the 14 days
+// the page shows: n events, each with its execution (and one in seven with
+// a second, a redelivery stopped), their links and 2.14 history lines on
+// average (claim, outcome, redelivery); 0.1% of the events waiting for a
+// person for an unknown outcome and 0.02% stale; 3 outbox rows per 100
+// events (an alert, of the five kinds in turn, with a follow-up and a
+// refresh; 95% sent, the rest waiting, dead or never sent) with payloads of
+// an alert's size; a person's resolution for 0.5% of the events; and 14
+// days of hourly counters from 3 sources and 6 workflows, folded into days
+// as the service does.
 var overviewSeed = map[string][]string{
 	"postgres": {
 		`INSERT INTO webhook_events (source, event_id, status, review_reason, holder_execution_id, deliveries,
