@@ -129,10 +129,11 @@ type AlertCount struct {
 }
 
 // alertCounts counts the alerts opened in a window by kind and state, per
-// dialect. The kind is the first key of the row's JSON payload, a text
-// column: SQLite reads JSON from text as it is; PostgreSQL must be told, and
-// is told json rather than jsonb, so that it checks the text but builds no
-// tree of it to read one key.
+// dialect. The kind is a key of the row's JSON payload, a text column:
+// SQLite reads JSON from text as it is; PostgreSQL must be told, and is told
+// json rather than jsonb, so that it checks the text but builds no tree of
+// it to read one key. It reads every alert row of the window: the largest
+// read of the overview (33 ms on PostgreSQL at 10,000 alerts).
 var alertCounts = map[string]string{
 	"postgres": `SELECT CAST(payload AS json) ->> 'kind' AS alert_kind, state, count(*) AS n FROM outbox
 		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
@@ -157,8 +158,8 @@ type Overview struct {
 
 // overviewSnapshot prepares the transaction the overview reads in, per
 // dialect. PostgreSQL reads all the page's numbers in one snapshot, and
-// without parallel workers: each query reads at most a few thousand rows,
-// and a worker takes longer to start than such a query runs (seen at a
+// without parallel workers: no query reads more than some thousands of
+// rows, and a worker takes longer to start than such a query runs (seen at a
 // million events on two busy cores: 118 ms waiting for the worker of an
 // 11 ms count). SQLite reads without a transaction, which would take the
 // write lock; its reads beside the one writer are consistent enough for a
@@ -172,9 +173,10 @@ var overviewSnapshot = map[string]string{
 const resolutionWeeks = 8
 
 // Overview reads the numbers of the overview: the rollups, the review
-// queue, the resolution times and the alerts' kinds and states. It reads no event
-// row but those waiting for review, so it costs the same at a million
-// events as at a thousand.
+// queue, the resolution times and the alerts' kinds and states. It reads no
+// event row but those waiting for review, and no outbox row but the
+// window's alerts, so it costs about the same at a million events as at a
+// thousand.
 func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 	now := s.now()
 	if f.To.IsZero() {
