@@ -23,6 +23,7 @@ test-quick:
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./audit/
 	go test -run '^$$' -bench ClaimDuringFailedSignIns -benchtime 1000x ./handlers/
+	RETRYAUDIT_BENCH_EVENTS=1000000 go test -run '^$$' -bench Overview -benchtime 20x -timeout 30m ./handlers/
 
 # The fuzz targets of make test, for longer: make fuzz FUZZTIME=5m
 FUZZTIME ?= 1m

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"database/sql"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -119,10 +120,27 @@ type ReviewCount struct {
 	N          int    `db:"n" json:"n"`
 }
 
-// AlertState counts the alerts (first messages of a thread) in one state.
-type AlertState struct {
+// AlertCount counts the alerts (first messages of a thread) of one kind in
+// one state.
+type AlertCount struct {
+	Kind  string `db:"alert_kind" json:"kind"`
 	State string `db:"state" json:"state"`
 	N     int    `db:"n" json:"n"`
+}
+
+// alertCounts counts the alerts opened in a window by kind and state, per
+// dialect. The kind is a key of the row's JSON payload, a text column:
+// SQLite reads JSON from text as it is; PostgreSQL must be told, and is told
+// json rather than jsonb, so that it checks the text but builds no tree of
+// it to read one key. It reads every alert row of the window: the largest
+// read of the overview (33 ms on PostgreSQL at 10,000 alerts).
+var alertCounts = map[string]string{
+	"postgres": `SELECT CAST(payload AS json) ->> 'kind' AS alert_kind, state, count(*) AS n FROM outbox
+		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
+		GROUP BY alert_kind, state ORDER BY alert_kind, state`,
+	"sqlite": `SELECT payload ->> 'kind' AS alert_kind, state, count(*) AS n FROM outbox
+		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
+		GROUP BY alert_kind, state ORDER BY alert_kind, state`,
 }
 
 // Overview is every number the overview page and /v1/stats show.
@@ -134,17 +152,31 @@ type Overview struct {
 	Review      []ReviewAge  // everything waiting, oldest first (at most 1,000)
 	ReviewTotal int          // how many wait
 	Resolutions []Resolution // in the window, oldest first
-	Alerts      []AlertState // alerts opened in the window, by state
+	Alerts      []AlertCount // alerts opened in the window, by kind and state
 	InReview    []ReviewCount
+}
+
+// overviewSnapshot prepares the transaction the overview reads in, per
+// dialect. PostgreSQL reads all the page's numbers in one snapshot, and
+// without parallel workers: no query reads more than some thousands of
+// rows, and a worker takes longer to start than such a query runs (seen at a
+// million events on two busy cores: 118 ms waiting for the worker of an
+// 11 ms count). SQLite reads without a transaction, which would take the
+// write lock; its reads beside the one writer are consistent enough for a
+// page.
+var overviewSnapshot = map[string]string{
+	"postgres": `SET LOCAL max_parallel_workers_per_gather = 0`,
+	"sqlite":   "",
 }
 
 // resolutionWeeks is how far back the overview reads resolution times.
 const resolutionWeeks = 8
 
 // Overview reads the numbers of the overview: the rollups, the review
-// queue, the resolution times and the alerts' states. It reads no event
-// row but those waiting for review, so it costs the same at a million
-// events as at a thousand.
+// queue, the resolution times and the alerts' kinds and states. It reads no
+// event row but those waiting for review, and no outbox row but the
+// window's alerts, so it costs about the same at a million events as at a
+// thousand.
 func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 	now := s.now()
 	if f.To.IsZero() {
@@ -154,6 +186,18 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		f.From = f.To.Add(-statsWindow)
 	}
 	o := Overview{From: f.From, To: f.To}
+	var q any = s.db
+	if setup := overviewSnapshot[s.d.name]; setup != "" {
+		tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			return o, dbError("begin", err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, setup); err != nil {
+			return o, dbError("begin", err)
+		}
+		q = tx
+	}
 	from, to := s.d.t(f.From.UTC().Truncate(time.Hour)), s.d.t(f.To)
 	day := s.d.t(f.From.UTC().Truncate(24 * time.Hour))
 	for _, q := range []struct {
@@ -175,12 +219,12 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 		if q.from == nil {
 			args = []any{from, to, f.Source, f.Source, day, to, f.Source, f.Source}
 		}
-		if err := s.selectAll(ctx, s.db, q.dest, "read counters", q.query, args...); err != nil {
+		if err := s.selectAll(ctx, q, q.dest, "read counters", q.query, args...); err != nil {
 			return o, err
 		}
 	}
 	cutoff := s.d.t(s.reviewCutoff())
-	if err := s.selectAll(ctx, s.db, &o.InReview, "count review queue", `SELECT w.source,
+	if err := s.selectAll(ctx, q, &o.InReview, "count review queue", `SELECT w.source,
 		COALESCE(x.workflow_id, '') AS workflow_id, count(*) AS n
 		FROM webhook_events w LEFT JOIN executions x ON x.execution_id = w.holder_execution_id
 		WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < ?) AND (? = '' OR w.source = ?)
@@ -190,19 +234,17 @@ func (s *Store) Overview(ctx context.Context, f StatsFilter) (Overview, error) {
 	for _, c := range o.InReview {
 		o.ReviewTotal += c.N
 	}
-	if err := s.selectAll(ctx, s.db, &o.Review, "read review queue", `SELECT source, event_id, review_reason, updated_at
+	if err := s.selectAll(ctx, q, &o.Review, "read review queue", `SELECT source, event_id, review_reason, updated_at
 		FROM webhook_events WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
 		AND (? = '' OR source = ?) ORDER BY updated_at LIMIT 1000`, cutoff, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	if err := s.selectAll(ctx, s.db, &o.Resolutions, "read resolutions", `SELECT resolved_at, source, seconds
+	if err := s.selectAll(ctx, q, &o.Resolutions, "read resolutions", `SELECT resolved_at, source, seconds
 		FROM resolution_times WHERE resolved_at >= ? AND resolved_at <= ? AND (? = '' OR source = ?)
 		ORDER BY resolved_at`, s.d.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	err := s.selectAll(ctx, s.db, &o.Alerts, "count alerts", `SELECT state, count(*) AS n FROM outbox
-		WHERE kind = 'alert' AND created_at >= ? AND created_at <= ? AND (? = '' OR source = ?)
-		GROUP BY state ORDER BY state`, from, to, f.Source, f.Source)
+	err := s.selectAll(ctx, q, &o.Alerts, "count alerts", alertCounts[s.d.name], from, to, f.Source, f.Source)
 	return o, err
 }
 

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -42,12 +43,21 @@ type tick struct {
 // point is a corner of a line.
 type point struct{ X, Y float64 }
 
-// line is one series drawn as a polyline, with its points marked.
+// line is one series drawn as polylines, broken where a bucket has no data,
+// with its points marked.
 type line struct {
 	Class  string
 	Name   string
 	Points []point
-	Path   string // the polyline's points attribute
+	Paths  []string // the points attributes of its polylines, one per run of buckets with data
+}
+
+// gap is a bucket without data on a line chart: a band marked "no data",
+// so that it does not read as a zero.
+type gap struct {
+	X, Y, W, H float64
+	CX, CY     float64 // where its label stands
+	Title      string
 }
 
 // chartTable is the numbers of a chart: a header, then one row a bucket.
@@ -64,6 +74,7 @@ type chart struct {
 	W, H           float64
 	Bars           []rect
 	Lines          []line
+	Gaps           []gap
 	XTicks, YTicks []tick
 	Legend         []series
 	Table          chartTable
@@ -152,22 +163,70 @@ func stackedBars(id, title, xLabel, yLabel string, buckets []string, ss []series
 	return c
 }
 
-// lines draws each series as a line over the buckets; unit formats the
-// values on the axis and in the table.
-func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit func(float64) string) chart {
+// noData stands in a line chart's table for a bucket without data.
+const noData = "no data"
+
+// axis says how a line chart writes its values: top rounds the largest up
+// to the axis's top, tick labels the axis, value writes a value in the
+// table.
+type axis struct {
+	top         func(float64) float64
+	tick, value func(float64) string
+}
+
+// durationSteps are the tops of a time axis, in seconds, each twice its
+// half: the axis reads 0, half and top in round times.
+var durationSteps = []float64{60, 120, 600, 1800, 3600, 2 * 3600, 4 * 3600, 12 * 3600, 24 * 3600, 48 * 3600,
+	96 * 3600, 7 * 24 * 3600, 14 * 24 * 3600, 28 * 24 * 3600}
+
+// durationAxis writes seconds: round times on the axis, to the minute in
+// the table.
+func durationAxis(value func(float64) string) axis {
+	return axis{
+		top: func(v float64) float64 {
+			for _, s := range durationSteps {
+				if s >= v {
+					return s
+				}
+			}
+			return niceMax(v/86400) * 86400
+		},
+		tick: func(v float64) string {
+			switch {
+			case v == 0:
+				return "0"
+			case v < 3600:
+				return count(v/60) + "m"
+			case v < 96*3600:
+				return count(v/3600) + "h"
+			}
+			return count(v/86400) + "d"
+		},
+		value: value,
+	}
+}
+
+// lines draws each series as a line over the buckets. A value that is NaN
+// is no data: the line breaks there, and a bucket where every series has
+// none is marked.
+func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, ax axis) chart {
 	c := chart{ID: id, Title: title, XLabel: xLabel, YLabel: yLabel, W: chartW, H: chartH, Legend: ss}
 	c.Table.Head = append([]string{xLabel}, names(ss)...)
 	top := 0.0
 	for i := range buckets {
 		row := []string{buckets[i]}
 		for _, s := range ss {
+			if math.IsNaN(s.Values[i]) {
+				row = append(row, noData)
+				continue
+			}
 			top = max(top, s.Values[i])
-			row = append(row, unit(s.Values[i]))
+			row = append(row, ax.value(s.Values[i]))
 		}
 		c.Table.Rows = append(c.Table.Rows, row)
 	}
 	c.Empty = top == 0
-	top = niceMax(top)
+	top = ax.top(top)
 	plotW, plotH := chartW-padL-padR, chartH-padT-padB
 	step := plotW / float64(max(1, len(buckets)-1))
 	pos := func(i int) float64 {
@@ -178,14 +237,32 @@ func lines(id, title, xLabel, yLabel string, buckets []string, ss []series, unit
 	}
 	for _, s := range ss {
 		l := line{Class: s.Class, Name: s.Name}
+		path := ""
 		for i, v := range s.Values {
+			if math.IsNaN(v) {
+				if path != "" {
+					l.Paths, path = append(l.Paths, path), ""
+				}
+				continue
+			}
 			p := point{X: pos(i), Y: padT + plotH*(1-v/top)}
 			l.Points = append(l.Points, p)
-			l.Path += fmt.Sprintf("%.1f,%.1f ", p.X, p.Y)
+			path += fmt.Sprintf("%.1f,%.1f ", p.X, p.Y)
+		}
+		if path != "" {
+			l.Paths = append(l.Paths, path)
 		}
 		c.Lines = append(c.Lines, l)
 	}
-	c.YTicks = yTicks(top, unit)
+	band := min(step, plotW) * 0.8
+	for i, b := range buckets {
+		if !slices.ContainsFunc(ss, func(s series) bool { return !math.IsNaN(s.Values[i]) }) {
+			x0, x1 := max(padL, pos(i)-band/2), min(padL+plotW, pos(i)+band/2)
+			c.Gaps = append(c.Gaps, gap{X: x0, Y: padT, W: x1 - x0, H: plotH, CX: (x0 + x1) / 2, CY: padT + plotH/2,
+				Title: b + ": " + noData})
+		}
+	}
+	c.YTicks = yTicks(top, ax.tick)
 	c.XTicks = xTicks(buckets, pos)
 	return c
 }

@@ -49,12 +49,13 @@ type groupCounts struct {
 	ShareInReview      float64 `json:"share_in_review"`
 }
 
-// weekResolution is how long unknown outcomes waited for a person in a week.
+// weekResolution is how long unknown outcomes waited for a person in a week;
+// a week without resolutions has no median (null), not one of 0 s.
 type weekResolution struct {
 	Week          time.Time `json:"week"`
 	N             int       `json:"resolutions"`
-	MedianSeconds float64   `json:"median_seconds"`
-	P90Seconds    float64   `json:"p90_seconds"`
+	MedianSeconds *float64  `json:"median_seconds"`
+	P90Seconds    *float64  `json:"p90_seconds"`
 }
 
 // ageBucket counts the entries waiting for review for about so long.
@@ -79,8 +80,9 @@ type stats struct {
 	Oldest      []audit.ReviewAge `json:"oldest_waiting"`
 	Resolutions []weekResolution  `json:"time_to_resolution"`
 	Alerts      map[string]int    `json:"alerts_by_state"`
-	AlertKinds  map[string]int64  `json:"alerts_by_kind"`
-	byWeek      map[time.Time][]float64
+	// AlertKinds counts the alerts of each kind in each outbox state.
+	AlertKinds map[string]map[string]int `json:"alerts_by_kind"`
+	byWeek     map[time.Time][]float64
 }
 
 var reviewAges = []ageBucket{
@@ -91,7 +93,7 @@ var reviewAges = []ageBucket{
 // buildStats turns the store's rollups into days, hours and groups.
 func buildStats(o audit.Overview, source string, now time.Time) stats {
 	st := stats{From: o.From, To: o.To, Source: source, Waiting: o.ReviewTotal, Alerts: map[string]int{},
-		AlertKinds: map[string]int64{}, byWeek: map[time.Time][]float64{}}
+		AlertKinds: map[string]map[string]int{}, byWeek: map[time.Time][]float64{}}
 	st.Totals = newBucket(time.Time{})
 	day0 := o.To.UTC().Truncate(24 * time.Hour).Add(-13 * 24 * time.Hour)
 	for i := 0; i < 14; i++ {
@@ -123,6 +125,9 @@ func buildStats(o audit.Overview, source string, now time.Time) stats {
 		}
 	}
 	for _, c := range o.Groups {
+		if strings.HasPrefix(c.Metric, audit.MetricAlert) {
+			continue // the alerts are counted from the outbox, by state
+		}
 		st.Totals.add(c)
 		for _, g := range []*groupCounts{group(sources, c.Source, groupCounts{Source: c.Source}),
 			group(workflows, c.WorkflowID, groupCounts{WorkflowID: c.WorkflowID})} {
@@ -134,9 +139,6 @@ func buildStats(o audit.Overview, source string, now time.Time) stats {
 			case strings.HasPrefix(c.Metric, audit.MetricStopped):
 				g.Stopped += c.N
 			}
-		}
-		if kind, ok := strings.CutPrefix(c.Metric, audit.MetricAlert); ok {
-			st.AlertKinds[kind] += c.N
 		}
 	}
 	for _, r := range o.InReview {
@@ -161,12 +163,19 @@ func buildStats(o audit.Overview, source string, now time.Time) stats {
 	week := weekOf(o.To)
 	for i := 7; i >= 0; i-- {
 		w := week.Add(-time.Duration(i) * 7 * 24 * time.Hour)
-		vs := st.byWeek[w]
-		st.Resolutions = append(st.Resolutions, weekResolution{Week: w, N: len(vs),
-			MedianSeconds: audit.Percentile(vs, 0.5), P90Seconds: audit.Percentile(vs, 0.9)})
+		r := weekResolution{Week: w, N: len(st.byWeek[w])}
+		if r.N > 0 {
+			med, p90 := audit.Percentile(st.byWeek[w], 0.5), audit.Percentile(st.byWeek[w], 0.9)
+			r.MedianSeconds, r.P90Seconds = &med, &p90
+		}
+		st.Resolutions = append(st.Resolutions, r)
 	}
 	for _, a := range o.Alerts {
-		st.Alerts[a.State] = a.N
+		st.Alerts[a.State] += a.N
+		if st.AlertKinds[a.Kind] == nil {
+			st.AlertKinds[a.Kind] = map[string]int{}
+		}
+		st.AlertKinds[a.Kind][a.State] += a.N
 	}
 	return st
 }

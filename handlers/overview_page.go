@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,9 +15,10 @@ import (
 
 type overviewData struct {
 	stats
-	Daily, Hourly, Groups, Ages, Resolution, Alerts, AlertKinds chart
-	StoppedTotal                                                int64
-	WorkflowGroups                                              []groupCounts
+	Daily, Hourly, Groups, Ages, Resolution, Alerts chart
+	StoppedTotal                                    int64
+	WorkflowGroups                                  []groupCounts
+	AlertTable                                      chartTable // kind × state, with totals
 }
 
 // overviewPage shows in pictures what the ledger stopped and what waits for
@@ -42,8 +44,7 @@ func (h *Handler) overviewPage(c *gin.Context) {
 	d.Groups = groupChart(st.ByWorkflow)
 	d.Ages = agesChart(st.Ages)
 	d.Resolution = resolutionChart(st.Resolutions)
-	d.Alerts = alertsChart(st)
-	d.AlertKinds = alertKindsChart(st)
+	d.Alerts, d.AlertTable = alertsChart(st)
 	h.render(c, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
 }
 
@@ -101,37 +102,89 @@ func resolutionChart(weeks []weekResolution) chart {
 	p90 := series{Name: "90th percentile", Class: "s4"}
 	for i, w := range weeks {
 		labels[i] = w.Week.Format("Jan 2")
-		med.Values = append(med.Values, w.MedianSeconds)
-		p90.Values = append(p90.Values, w.P90Seconds)
+		med.Values = append(med.Values, seconds(w.MedianSeconds))
+		p90.Values = append(p90.Values, seconds(w.P90Seconds))
 	}
 	return lines("resolution", "From unknown to a person's resolution, per week", "week of", "time waited",
-		labels, []series{med, p90}, func(v float64) string {
+		labels, []series{med, p90}, durationAxis(func(v float64) string {
 			return audit.HumanDuration(time.Duration(v*float64(time.Second)), " ")
-		})
+		}))
 }
 
-func alertsChart(st stats) chart {
-	var labels []string
-	s := series{Name: "alerts", Class: "s3"}
-	for _, state := range []string{audit.OutboxSent, audit.OutboxPending, audit.OutboxSending, audit.OutboxDead,
-		audit.OutboxUnconfigured, audit.OutboxSkipped} {
-		labels = append(labels, state)
-		s.Values = append(s.Values, float64(st.Alerts[state]))
+// seconds is a week's time to resolution for a chart: NaN, no data, for a
+// week without resolutions.
+func seconds(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
 	}
-	return stackedBars("alerts", "Alerts opened in the last 14 days, by state", "state", "alerts", labels, []series{s})
+	return *v
 }
 
-func alertKindsChart(st stats) chart {
-	kinds := make([]string, 0, len(st.AlertKinds))
+// alertStates are the columns of the alerts' chart and table: the outbox's
+// states, pending and sending together as waiting.
+var alertStates = []struct {
+	name, class string
+	states      []string
+}{
+	{"sent", "s3", []string{audit.OutboxSent}},
+	{"waiting", "s6", []string{audit.OutboxPending, audit.OutboxSending}},
+	{"dead", "s4", []string{audit.OutboxDead}},
+	{"Slack not set up", "s8", []string{audit.OutboxUnconfigured}},
+	{"skipped", "s7", []string{audit.OutboxSkipped}},
+}
+
+// alertKinds are the kinds of alert in the order the overview lists them,
+// with names short enough for a chart's axis.
+var alertKinds = []struct{ kind, name string }{
+	{audit.AlertExecutionError, "run failed"},
+	{audit.AlertUnknown, "unknown"},
+	{audit.AlertStale, "stale"},
+	{audit.AlertFingerprint, "fingerprint"},
+	{audit.AlertUnlinkedError, "unlinked error"},
+}
+
+// alertsChart stacks, per kind of alert, how many are sent, waiting, dead
+// or were never sent; the table has the same numbers by the kinds' names in
+// /v1/stats (in words), with totals.
+func alertsChart(st stats) (chart, chartTable) {
+	var kinds, labels []string
+	for _, k := range alertKinds {
+		kinds, labels = append(kinds, k.kind), append(labels, k.name)
+	}
+	var others []string
 	for k := range st.AlertKinds {
-		kinds = append(kinds, k)
+		if !slices.Contains(kinds, k) {
+			others = append(others, k)
+		}
 	}
-	slices.Sort(kinds)
-	s := series{Name: "alerts", Class: "s6"}
-	labels := make([]string, len(kinds))
-	for i, k := range kinds {
-		labels[i] = strings.ReplaceAll(k, "_", " ")
-		s.Values = append(s.Values, float64(st.AlertKinds[k]))
+	slices.Sort(others)
+	kinds, labels = append(kinds, others...), append(labels, others...)
+	ss := make([]series, len(alertStates))
+	for j, as := range alertStates {
+		ss[j] = series{Name: as.name, Class: as.class}
 	}
-	return stackedBars("alert-kinds", "Alerts opened in the last 14 days, by kind", "kind", "alerts", labels, []series{s})
+	table := chartTable{Head: append(append([]string{"kind"}, names(ss)...), "all")}
+	totals := make([]int, len(alertStates)+1)
+	for _, k := range kinds {
+		row := []string{strings.ReplaceAll(k, "_", " ")}
+		all := 0
+		for j, as := range alertStates {
+			n := 0
+			for _, state := range as.states {
+				n += st.AlertKinds[k][state]
+			}
+			ss[j].Values = append(ss[j].Values, float64(n))
+			row = append(row, strconv.Itoa(n))
+			all += n
+			totals[j] += n
+		}
+		totals[len(alertStates)] += all
+		table.Rows = append(table.Rows, append(row, strconv.Itoa(all)))
+	}
+	row := []string{"all"}
+	for _, n := range totals {
+		row = append(row, strconv.Itoa(n))
+	}
+	table.Rows = append(table.Rows, row)
+	return stackedBars("alerts", "Alerts opened in the last 14 days, by kind and state", "kind", "alerts", labels, ss), table
 }

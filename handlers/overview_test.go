@@ -1,9 +1,11 @@
 package handlers_test
 
 import (
+	stdhtml "html"
 	"net/http"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +67,15 @@ func seedHistory(t *testing.T, s *server, clock *audittest.Clock) {
 	}
 	s.claim(t, body("e5", "x10", "", ""))
 	s.outcome(t, outcomeBody("e5", "x10", "unknown"))
+	// Slack took the oldest alert (e3's); e5's waits.
+	rows, err := s.store.LeaseOutbox(t.Context(), "test", time.Minute, 1)
+	if err != nil || len(rows) != 1 || rows[0].EventID != "e3" || rows[0].Kind != audit.RowAlert {
+		t.Fatalf("lease the oldest alert: %v %+v", err, rows)
+	}
+	if ok, err := s.store.FinishOutbox(t.Context(), rows[0].ID, "test", audit.Attempt{State: audit.OutboxSent,
+		Channel: "C1", TS: "1.1"}); !ok || err != nil {
+		t.Fatalf("finish: %v %v", ok, err)
+	}
 }
 
 func TestOverview(t *testing.T) {
@@ -112,8 +123,11 @@ func TestOverview(t *testing.T) {
 		}
 		var week map[string]any
 		for _, w := range st["time_to_resolution"].([]any) {
-			if m := w.(map[string]any); m["resolutions"] == 1.0 {
+			m := w.(map[string]any)
+			if m["resolutions"] == 1.0 {
 				week = m
+			} else if m["median_seconds"] != nil || m["p90_seconds"] != nil {
+				t.Errorf("a week without resolutions has times: %v", m)
 			}
 		}
 		if week == nil || week["median_seconds"] != 7200.0 || week["p90_seconds"] != 7200.0 ||
@@ -125,11 +139,54 @@ func TestOverview(t *testing.T) {
 			src["deliveries_per_event"] != 2.0 {
 			t.Errorf("by source = %v", src)
 		}
-		if n := st["alerts_by_state"].(map[string]any)["pending"]; n == nil || n.(float64) < 1 {
-			t.Errorf("alerts by state = %v", st["alerts_by_state"])
+		// The hours: e1 and e2 (Dec 1 10:00) are older than the 48 hours.
+		hours := st["hours"].([]any)
+		if len(hours) != 48 || !strings.HasPrefix(hours[0].(map[string]any)["start"].(string), "2026-12-01T12:00:00") {
+			t.Fatalf("%d hours from %v, want 48 from Dec 1 12:00", len(hours), hours[0].(map[string]any)["start"])
 		}
-		if n := st["alerts_by_kind"].(map[string]any)["unknown_outcome"]; n != 2.0 {
-			t.Errorf("alerts by kind = %v, want 2 unknown_outcome (e3, e5)", st["alerts_by_kind"])
+		type hourly struct {
+			first, deliveries, retries, captures, resolved float64
+			stopped, outcomes                              map[string]any
+		}
+		wantHours := map[string]hourly{
+			"2026-12-02T09:00:00Z": {first: 1, deliveries: 3, captures: 1,
+				stopped: map[string]any{"parallel_workflows": 1.0}, outcomes: map[string]any{"failed": 1.0, "unknown": 1.0}},
+			"2026-12-02T11:00:00Z": {resolved: 1, stopped: map[string]any{}, outcomes: map[string]any{}},
+			"2026-12-03T11:00:00Z": {first: 2, deliveries: 3, retries: 1,
+				stopped: map[string]any{}, outcomes: map[string]any{"unknown": 1.0}},
+		}
+		for _, h := range hours {
+			h := h.(map[string]any)
+			want, ok := wantHours[h["start"].(string)]
+			if !ok {
+				want = hourly{stopped: map[string]any{}, outcomes: map[string]any{}}
+			}
+			got := hourly{first: h["first_deliveries"].(float64), deliveries: h["deliveries"].(float64),
+				retries: h["retries_recognised"].(float64), captures: h["captures_after_failed"].(float64),
+				resolved: h["resolved_by_a_person"].(float64), stopped: h["stopped"].(map[string]any),
+				outcomes: h["outcomes"].(map[string]any)}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("hour %s = %+v, want %+v", h["start"], got, want)
+			}
+		}
+		// Per workflow: wf1 ran everything but x6, which an old version (wf-old)
+		// presented and which was stopped; e1, e2 and e5 wait in wf1.
+		wantWorkflows := []any{
+			map[string]any{"workflow_id": "wf1", "events": 5.0, "deliveries": 9.0, "deliveries_per_event": 1.8,
+				"duplicates_stopped": 2.0, "in_review": 3.0, "share_in_review": 0.6},
+			map[string]any{"workflow_id": "wf-old", "events": 0.0, "deliveries": 1.0, "deliveries_per_event": 0.0,
+				"duplicates_stopped": 1.0, "in_review": 0.0, "share_in_review": 0.0},
+		}
+		if !reflect.DeepEqual(st["by_workflow"], wantWorkflows) {
+			t.Errorf("by workflow = %v\nwant %v", st["by_workflow"], wantWorkflows)
+		}
+		// Two unknown outcomes (e3, e5) opened alerts; the first was sent.
+		wantAlerts := map[string]any{"unknown_outcome": map[string]any{"sent": 1.0, "pending": 1.0}}
+		if !reflect.DeepEqual(st["alerts_by_kind"], wantAlerts) {
+			t.Errorf("alerts by kind = %v, want %v", st["alerts_by_kind"], wantAlerts)
+		}
+		if want := map[string]any{"sent": 1.0, "pending": 1.0}; !reflect.DeepEqual(st["alerts_by_state"], want) {
+			t.Errorf("alerts by state = %v, want %v", st["alerts_by_state"], want)
 		}
 
 		t.Run("folding hours into days changes no number", func(t *testing.T) {
@@ -171,13 +228,13 @@ func TestOverview(t *testing.T) {
 			}
 		})
 
-		t.Run("the page draws every chart with its numbers", func(t *testing.T) {
+		t.Run("the page draws every chart with the numbers of /v1/stats", func(t *testing.T) {
 			resp, page := s.page(t, "GET", "/overview", "alice:"+alicePassword, nil)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET /overview: %d\n%s", resp.StatusCode, page)
 			}
-			for _, id := range []string{"daily", "hourly", "workflows", "ages", "resolution", "alerts", "alert-kinds"} {
-				fig := regexp.MustCompile(`(?s)<figure class="chart" id="` + id + `">.*?</figure>`).FindString(page)
+			for _, id := range []string{"daily", "hourly", "workflows", "ages", "resolution", "alerts"} {
+				fig := figure(page, id)
 				if fig == "" {
 					t.Errorf("no chart %s", id)
 					continue
@@ -187,6 +244,9 @@ func TestOverview(t *testing.T) {
 					t.Errorf("chart %s has no bars or lines, or no table:\n%s", id, fig)
 				}
 			}
+			if n := len(regexp.MustCompile(`<figure class="chart"`).FindAllString(page, -1)); n != 6 {
+				t.Errorf("%d charts, want 6", n)
+			}
 			nav := regexp.MustCompile(`(?s)<nav>.*?</nav>`).FindString(page)
 			if !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(nav, "<nav>")), `<a href="/overview"`) {
 				t.Error("Overview is not first in the navigation")
@@ -194,8 +254,162 @@ func TestOverview(t *testing.T) {
 			if !strings.Contains(page, "shop / e5") {
 				t.Error("the oldest waiting entry is not listed")
 			}
+			comparePage(t, page, st)
+			// Seven weeks without resolutions are marked so, not drawn as 0 s.
+			if n := strings.Count(figure(page, "resolution"), ">no data</text>"); n != 7 {
+				t.Errorf("%d weeks marked no data, want 7", n)
+			}
 		})
 	})
+}
+
+// figure returns the chart of the page with the id.
+func figure(page, id string) string {
+	return regexp.MustCompile(`(?s)<figure class="chart" id="` + id + `">.*?</figure>`).FindString(page)
+}
+
+var (
+	tbodyRE = regexp.MustCompile(`(?s)<tbody>(.*?)</tbody>`)
+	rowRE   = regexp.MustCompile(`(?s)<tr>(.*?)</tr>`)
+	cellRE  = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
+	tagRE   = regexp.MustCompile(`<[^>]*>`)
+)
+
+// tableCells returns the text of the body cells of the first table in html.
+func tableCells(html string) [][]string {
+	var rows [][]string
+	for _, r := range rowRE.FindAllStringSubmatch(tbodyRE.FindString(html), -1) {
+		var cells []string
+		for _, c := range cellRE.FindAllStringSubmatch(r[1], -1) {
+			cells = append(cells, strings.Join(strings.Fields(stdhtml.UnescapeString(tagRE.ReplaceAllString(c[1], ""))), " "))
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+// comparePage checks every number the overview page shows against the
+// same numbers from GET /v1/stats: the big numbers, each chart's table, and
+// the tables per source, per workflow and of the alerts.
+func comparePage(t *testing.T, page string, st map[string]any) {
+	t.Helper()
+	n := func(v any) string { return strconv.FormatFloat(v.(float64), 'f', -1, 64) }
+	m := func(v any) map[string]any { return v.(map[string]any) }
+	list := func(v any) []any { l, _ := v.([]any); return l }
+	check := func(what string, got, want [][]string) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s on the page:\n%q\nin /v1/stats:\n%q", what, got, want)
+		}
+	}
+
+	totals := m(st["totals"])
+	stopped := 0.0
+	for _, v := range m(totals["stopped"]) {
+		stopped += v.(float64)
+	}
+	var big [][]string
+	for _, li := range regexp.MustCompile(`(?s)<li><strong>(.*?)</strong>\s*(.*?)</li>`).FindAllStringSubmatch(
+		regexp.MustCompile(`(?s)<ul class="big-numbers">.*?</ul>`).FindString(page), -1) {
+		big = append(big, []string{tagRE.ReplaceAllString(li[1], ""), li[2]})
+	}
+	check("big numbers", big, [][]string{{n(totals["first_deliveries"]), "events"},
+		{n(stopped), "duplicates stopped"}, {n(totals["retries_recognised"]), "Retries recognised"},
+		{n(totals["captures_after_failed"]), "captures after failed"}, {n(st["waiting_for_review"]), "waiting for a person"}})
+
+	activity := func(buckets []any, layout string) [][]string {
+		var rows [][]string
+		for _, b := range buckets {
+			b := m(b)
+			start, _ := time.Parse(time.RFC3339, b["start"].(string))
+			row := []string{start.Format(layout), n(b["first_deliveries"])}
+			for _, class := range []string{"n8n_double_start", "sender_retry", "parallel_workflows", "manual_retry"} {
+				v, ok := m(b["stopped"])[class]
+				if !ok {
+					v = 0.0
+				}
+				row = append(row, n(v))
+			}
+			rows = append(rows, append(row, n(b["retries_recognised"]), n(b["captures_after_failed"])))
+		}
+		return rows
+	}
+	check("the days", tableCells(figure(page, "daily")), activity(list(st["days"]), "Jan 2"))
+	check("the hours", tableCells(figure(page, "hourly")), activity(list(st["hours"]), "15h"))
+
+	groups := func(key string, gs []any) [][]string {
+		var rows [][]string
+		for _, g := range gs {
+			g := m(g)
+			name := g[key].(string)
+			if name == "" {
+				name = "(none)"
+			}
+			rows = append(rows, []string{name, n(g["events"]), strconv.FormatFloat(g["deliveries_per_event"].(float64), 'f', 2, 64),
+				n(g["duplicates_stopped"]), n(g["in_review"]) + " (" + strconv.FormatFloat(100*g["share_in_review"].(float64), 'f', 0, 64) + "%)"})
+		}
+		return rows
+	}
+	check("per source", tableCells(regexp.MustCompile(`(?s)<table id="by-source">.*?</table>`).FindString(page)),
+		groups("source", list(st["by_source"])))
+	check("per workflow", tableCells(regexp.MustCompile(`(?s)<table id="by-workflow">.*?</table>`).FindString(page)),
+		groups("workflow_id", list(st["by_workflow"])))
+	var wf [][]string
+	for _, row := range groups("workflow_id", list(st["by_workflow"])) {
+		wf = append(wf, []string{row[0], row[1], row[3]})
+	}
+	check("the workflows' chart", tableCells(figure(page, "workflows")), wf)
+
+	var ages [][]string
+	for _, a := range list(st["review_ages"]) {
+		ages = append(ages, []string{m(a)["label"].(string), n(m(a)["n"])})
+	}
+	check("the review queue's ages", tableCells(figure(page, "ages")), ages)
+
+	var weeks [][]string
+	for _, w := range list(st["time_to_resolution"]) {
+		w := m(w)
+		start, _ := time.Parse(time.RFC3339, w["week"].(string))
+		row := []string{start.Format("Jan 2")}
+		for _, k := range []string{"median_seconds", "p90_seconds"} {
+			if w[k] == nil {
+				row = append(row, "no data")
+			} else {
+				row = append(row, audit.HumanDuration(time.Duration(w[k].(float64)*float64(time.Second)), " "))
+			}
+		}
+		weeks = append(weeks, row)
+	}
+	check("the time to resolution", tableCells(figure(page, "resolution")), weeks)
+
+	// The alerts: per kind, sent, waiting (pending and sending), dead, not
+	// configured, skipped, all; the table by kind, the chart by short name.
+	var alerts, bars [][]string
+	all := make([]float64, 6)
+	short := map[string]string{"execution_error": "run failed", "unknown_outcome": "unknown", "stale": "stale",
+		"fingerprint_mismatch": "fingerprint", "unlinked_error": "unlinked error"}
+	for _, kind := range []string{"execution_error", "unknown_outcome", "stale", "fingerprint_mismatch", "unlinked_error"} {
+		states, _ := m(st["alerts_by_kind"])[kind].(map[string]any)
+		get := func(state string) float64 { v, _ := states[state].(float64); return v }
+		row := []float64{get("sent"), get("pending") + get("sending"), get("dead"), get("unconfigured"), get("skipped")}
+		sum := 0.0
+		cells := []string{strings.ReplaceAll(kind, "_", " ")}
+		for i, v := range row {
+			sum += v
+			all[i] += v
+			cells = append(cells, n(v))
+		}
+		all[5] += sum
+		alerts = append(alerts, append(cells, n(sum)))
+		bars = append(bars, append([]string{short[kind]}, cells[1:6]...))
+	}
+	total := []string{"all"}
+	for _, v := range all {
+		total = append(total, n(v))
+	}
+	check("the alerts", tableCells(regexp.MustCompile(`(?s)<table id="alerts-by-kind">.*?</table>`).FindString(page)),
+		append(alerts, total))
+	check("the alerts' chart", tableCells(figure(page, "alerts")), bars)
 }
 
 // TestDeliveryWords: the event page says in words why each delivery

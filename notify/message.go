@@ -97,7 +97,9 @@ func (r *Renderer) render(a audit.Alert, m mode, row int64) Message {
 	if u, host := r.payloadLink(a); u != "" {
 		c.context = append(c.context, payloadLinkMrkdwn(host, u))
 	}
-	c.buttons = r.buttons(a, row)
+	var notes []string
+	c.buttons, notes = r.buttons(a, row)
+	c.context = append(c.context, notes...)
 	c.text = escape(c.headline + ": " + subj)
 	switch {
 	case m == asReply && a.Group != "":
@@ -156,12 +158,17 @@ func (r *Renderer) groupFields(a audit.Alert) []field {
 
 // buttons links the audit row, n8n's execution (only through the editor URL
 // the configuration names) and the CRM's order. A link too long for a
-// button is replaced by a short one when the service can redirect it, and
-// left out otherwise.
-func (r *Renderer) buttons(a audit.Alert, row int64) []button {
+// button is replaced by a short one when the service can redirect it;
+// otherwise it is left out and a note in the footer says so.
+func (r *Renderer) buttons(a audit.Alert, row int64) ([]button, []string) {
 	var out []button
-	add := func(id, text, u string) {
-		if u != "" && length(u) <= maxURL {
+	var notes []string
+	add := func(id, text, u, where string) {
+		switch {
+		case u == "":
+		case length(u) > maxURL:
+			notes = append(notes, linkTooLongMrkdwn(text, where))
+		default:
 			out = append(out, button{id, text, u})
 		}
 	}
@@ -172,15 +179,15 @@ func (r *Renderer) buttons(a audit.Alert, row int64) []button {
 		if length(u) > maxURL && row > 0 {
 			u = r.shortLink(row)
 		}
-		add("audit", buttonAudit, u)
+		add("audit", buttonAudit, u, whereEvent)
 	case a.ErrorID != 0:
-		add("audit", buttonAudit, r.links.Error(a.ErrorID))
+		add("audit", buttonAudit, r.links.Error(a.ErrorID), whereEvent)
 	}
-	add("n8n", buttonN8N, r.editorLink(a))
+	add("n8n", buttonN8N, r.editorLink(a), whereAuditRow)
 	if a.HasEvent() && a.Kind != kindTest {
-		add("crm", buttonCRM, r.links.CRMOrder(a.Source, a.EventID, a.Item, a.CRMRef))
+		add("crm", buttonCRM, r.links.CRMOrder(a.Source, a.EventID, a.Item, a.CRMRef), whereAuditRow)
 	}
-	return out
+	return out, notes
 }
 
 // shortLink is the audit page of an outbox row's event, by the row's id:
@@ -219,9 +226,13 @@ func (c card) blocks() slack.Blocks {
 		bs = append(bs, slack.NewSectionBlock(mrkdwn(fit(c.summary, maxSection)), nil, nil))
 	}
 	if len(c.fields) > 0 {
+		texts := make([]string, len(c.fields))
+		for i, f := range c.fields {
+			texts[i] = "*" + f.label + "*\n" + f.value
+		}
 		var fs []*slack.TextBlockObject
-		for _, f := range c.fields[:min(len(c.fields), maxFields)] {
-			fs = append(fs, mrkdwn(fit("*"+f.label+"*\n"+f.value, maxField)))
+		for _, t := range fold(texts, maxFields, maxField) {
+			fs = append(fs, mrkdwn(t))
 		}
 		bs = append(bs, slack.NewSectionBlock(nil, fs, nil))
 	}
@@ -231,8 +242,8 @@ func (c card) blocks() slack.Blocks {
 		}
 	}
 	var ctx []slack.MixedElement
-	for _, s := range c.context[:min(len(c.context), maxContext)] {
-		ctx = append(ctx, mrkdwn(fit(s, maxField)))
+	for _, s := range fold(c.context, maxContext, maxField) {
+		ctx = append(ctx, mrkdwn(s))
 	}
 	bs = append(bs, slack.NewContextBlock("", ctx...))
 	if len(c.buttons) > 0 {
@@ -247,6 +258,26 @@ func (c card) blocks() slack.Blocks {
 		bs = append(bs[:maxBlocks-1], slack.NewContextBlock("", mrkdwn(fmt.Sprintf("%s %d more blocks left out", cut, len(bs)-maxBlocks+1))))
 	}
 	return slack.Blocks{BlockSet: bs}
+}
+
+// fold keeps texts to at most n elements of at most size each, as Slack
+// allows in a section's fields or a context block: the texts past the
+// n-1st share the last element, one a line, each cut to its share of it,
+// so that every one of them still shows at least its beginning.
+func fold(texts []string, n, size int) []string {
+	out := make([]string, 0, min(len(texts), n))
+	for _, t := range texts[:min(len(texts), n-1)] {
+		out = append(out, fit(t, size))
+	}
+	if rest := texts[len(out):]; len(rest) > 0 {
+		share := (size - len(rest) + 1) / len(rest) // the newlines between them take the rest
+		parts := make([]string, len(rest))
+		for i, t := range rest {
+			parts[i] = fit(t, share)
+		}
+		out = append(out, strings.Join(parts, "\n"))
+	}
+	return out
 }
 
 // mrkdwn is a mrkdwn text object taken verbatim: Slack neither links URLs

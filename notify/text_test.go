@@ -346,40 +346,112 @@ func TestExecutionLinks(t *testing.T) {
 }
 
 // TestLimits renders alerts with every field at its longest and checks
-// the messages against Slack's limits, as the fake Slack does.
+// the messages against Slack's limits, as the fake Slack does, and that
+// what did not fit is shown cut or folded, never dropped: an event alert's
+// eleven fields fold the last two into the tenth, a text past its limit
+// ends in "…", and a link too long for a button becomes the short /e/{id}
+// link or, without an outbox row to redirect by, a note in the footer.
 func TestLimits(t *testing.T) {
 	long := func(n int) string { return string([]rune(strings.Repeat("é&<", n/3+1))[:n]) }
 	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	huge := audit.Alert{Source: strings.Repeat("s", 100), EventID: strings.Repeat("日", 500), Item: strings.Repeat("i", 200),
 		Status: audit.StatusProcessing, Since: at.Add(-time.Hour), WorkflowID: strings.Repeat("w", 100),
-		WorkflowName: strings.Repeat("😀", 500), Node: strings.Repeat("n", 500), ExecutionID: strings.Repeat("9", 100),
+		WorkflowName: strings.Repeat("😀", 500), Node: strings.Repeat("n", 3000), ExecutionID: strings.Repeat("9", 100),
 		RetryOf: strings.Repeat("8", 100), ErrorKind: "execution_error", Message: long(4000), Resolution: long(4000),
 		N8NURL: "https://n8n.example/" + strings.Repeat("p", 3000), Deliveries: 7, At: at}
 	r := notify.NewRenderer(audit.Links{BaseURL: "https://retryaudit.example", CRM: map[string]string{
 		huge.Source: "https://crm.example/{event_id}"}}, func() time.Time { return at })
-	for _, kind := range []string{audit.AlertExecutionError, audit.AlertUnknown, audit.AlertStale, audit.AlertFingerprint, audit.AlertNotHolder,
-		audit.AlertUnlinkedError, audit.AlertNews} {
-		a := huge
-		a.Kind = kind
-		if kind == audit.AlertUnlinkedError {
-			a.Source, a.EventID, a.ErrorID, a.Group, a.Count = "", "", 12, "g", 17
-		}
-		m := r.Render(a)
-		raw, err := json.Marshal(m.Blocks)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bad := invalidBlocks(m.Text, string(raw)); bad != "" {
-			t.Errorf("%s: Slack would answer %s:\n%s", kind, bad, raw)
-		}
-		if utf16Len(m.Text) > 3000 || !strings.HasSuffix(m.Text, "…") {
-			t.Errorf("%s: the notification text is %d long and ends %q", kind, utf16Len(m.Text), m.Text[len(m.Text)-8:])
-		}
-		if !strings.Contains(string(raw), "…") {
-			t.Errorf("%s: nothing is marked as cut", kind)
-		}
-		if strings.Contains(string(raw), "&amp…") || strings.Contains(string(raw), "&lt…") {
-			t.Errorf("%s: an escape was cut in half", kind)
+	const (
+		auditNote = "… *Audit row*: no button, its address is longer than the 3,000 characters Slack allows; " +
+			"search the event's id in the events list."
+		crmNote = "… *CRM order*: no button, its address is longer than the 3,000 characters Slack allows; " +
+			"the audit row's page links it."
+	)
+	eventLabels := []string{"Source", "Event ID", "Item", "Status", "Kind", "Workflow", "Failed node", "Execution",
+		"Retry of", "Deliveries", "Processing for"}
+	for _, kind := range []string{audit.AlertExecutionError, audit.AlertUnknown, audit.AlertStale, audit.AlertFingerprint,
+		audit.AlertNotHolder, audit.AlertUnlinkedError, audit.AlertNews} {
+		for _, row := range []int64{0, 42} {
+			t.Run(fmt.Sprintf("%s, outbox row %d", kind, row), func(t *testing.T) {
+				a := huge
+				a.Kind = kind
+				event := kind != audit.AlertUnlinkedError
+				if !event {
+					a.Source, a.EventID, a.ErrorID, a.Group, a.Count = "", "", 12, "g", 17
+				}
+				m := r.RenderRow(a, row)
+				raw, err := json.Marshal(m.Blocks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bad := invalidBlocks(m.Text, string(raw)); bad != "" {
+					t.Fatalf("Slack would answer %s:\n%s", bad, raw)
+				}
+				if utf16Len(m.Text) > 3000 || !strings.HasSuffix(m.Text, "…") {
+					t.Errorf("the notification text is %d long and ends %q", utf16Len(m.Text), m.Text[len(m.Text)-8:])
+				}
+				if strings.Contains(string(raw), "&amp…") || strings.Contains(string(raw), "&lt…") {
+					t.Errorf("an escape was cut in half")
+				}
+				s := decode(t, call{Text: m.Text, Blocks: string(raw)})
+				checkSafe(t, s)
+
+				// The message and the resolution are cut to a section's
+				// 3,000, with the mark.
+				if len(s.Plain) != 2 {
+					t.Fatalf("plain sections %d, want the message and the resolution", len(s.Plain))
+				}
+				for _, p := range s.Plain {
+					if n := utf16Len(p); n > 3000 || n < 2990 || !strings.HasSuffix(p, "…") {
+						t.Errorf("a plain section is %d long and ends %q", utf16Len(p), p[len(p)-8:])
+					}
+				}
+				// The node's 3,000 characters are cut to a field's 2,000.
+				node := "*Failed node*\n" + strings.Repeat("n", 2000-len("*Failed node*\n")-1) + "…"
+				if !containsString(s.Fields, node) {
+					t.Errorf("the node's field is not cut to 2,000 with a mark: %q", s.Fields)
+				}
+				if !event {
+					if len(s.Fields) != 5 {
+						t.Errorf("fields = %q", s.Fields)
+					}
+					return
+				}
+				// Eleven fields: the last two share the tenth.
+				if len(s.Fields) != 10 {
+					t.Fatalf("%d fields, want 10", len(s.Fields))
+				}
+				for i, label := range eventLabels[:9] {
+					if !strings.HasPrefix(s.Fields[i], "*"+label+"*\n") {
+						t.Errorf("field %d is %.40q, want %s", i, s.Fields[i], label)
+					}
+				}
+				if want := "*Deliveries*\n7\n*Processing for*\n1h 00m"; s.Fields[9] != want {
+					t.Errorf("the tenth field is %q, want %q", s.Fields[9], want)
+				}
+
+				// The audit link: the short /e/{row} when there is a row to
+				// redirect by, else a note that says where to look.
+				if row != 0 {
+					if got := s.Buttons["Audit row"]; got != "https://retryaudit.example/e/42" {
+						t.Errorf("audit button %q", got)
+					}
+					if containsString(s.Mrkdwn, auditNote) {
+						t.Errorf("a note for an audit link that is there")
+					}
+				} else {
+					if _, ok := s.Buttons["Audit row"]; ok {
+						t.Errorf("an audit button without a row: %q", s.Buttons["Audit row"])
+					}
+					if !containsString(s.Mrkdwn, auditNote) {
+						t.Errorf("no note for the audit link left out: %q", s.Mrkdwn)
+					}
+				}
+				// The CRM's link has no short form: it is left out, with a note.
+				if _, ok := s.Buttons["CRM order"]; ok || !containsString(s.Mrkdwn, crmNote) {
+					t.Errorf("CRM button %q, notes %q", s.Buttons["CRM order"], s.Mrkdwn)
+				}
+			})
 		}
 	}
 }

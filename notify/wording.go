@@ -125,6 +125,18 @@ func payloadLinkMrkdwn(host, url string) string {
 	return fmt.Sprintf("Link in n8n's payload, not checked (host *%s*): `%s`", escape(host), escape(url))
 }
 
+// Where a link left out of a message can be found instead.
+const (
+	whereEvent    = "search the event's id in the events list"
+	whereAuditRow = "the audit row's page links it"
+)
+
+// linkTooLongMrkdwn says that a button was left out because its address is
+// longer than Slack allows, and where to find the link instead.
+func linkTooLongMrkdwn(label, where string) string {
+	return cut + " *" + label + "*: no button, its address is longer than the 3,000 characters Slack allows; " + where + "."
+}
+
 // The labels of the fields and buttons.
 const (
 	labelSource     = "Source"

@@ -58,34 +58,7 @@ func TestBrowserResolve(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 1400))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browserCtx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	if err := chromedp.Do(browserCtx); err != nil { // starts the browser, for as long as browserCtx lives
-		t.Fatalf("start %s: %v", browser, err)
-	}
-	ctx, cancelTimeout := context.WithTimeout(browserCtx, 60*time.Second)
-	defer cancelTimeout()
-
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+svc.Password))
-	fail := func(step string, err error) {
-		t.Helper()
-		t.Fatalf("browser: %s: %v\nservice output:\n%s", step, err, svc.Output.String())
-	}
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		fail("enable the network domain", err)
-	}
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders,
-		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
-		fail("sign in", err)
-	}
-	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	ctx, fail := browse(t, browser, svc)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(svc.URL+"/review"),
 		chromedp.WaitVisible(css(`section.card h2 a`)),
@@ -121,10 +94,7 @@ func TestBrowserResolve(t *testing.T) {
 	if !strings.Contains(notice, "Marked done") {
 		t.Errorf("notice = %q", notice)
 	}
-	dir, err := os.MkdirTemp("", "retryaudit-browser-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.ArtifactDir()
 	path := filepath.Join(dir, "resolved.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
@@ -162,52 +132,6 @@ func TestBrowserResolve(t *testing.T) {
 		t.Errorf("the running entry after resolving: %q", status)
 	}
 
-	// The overview draws every chart, at desktop and at phone width.
-	for _, size := range []struct {
-		name          string
-		width, height int64
-		mobile        bool
-	}{{"desktop", 1280, 1600, false}, {"phone", 375, 740, true}} {
-		opts := []chromedp.EmulateViewportOption{}
-		if size.mobile {
-			opts = append(opts, chromedp.EmulateMobile)
-		}
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(size.width, size.height, opts...),
-			chromedp.Navigate(svc.URL+"/overview"), chromedp.WaitVisible(css(`figure.chart`))); err != nil {
-			fail("overview at "+size.name, err)
-		}
-		// Each chart: its id, how many bars or line points it drew, and
-		// whether it says it has nothing to show.
-		charts, err := chromedp.Run(ctx, chromedp.Evaluate[[]map[string]any](`[...document.querySelectorAll('figure.chart')].map(f =>
-			({id: f.id, marks: f.querySelectorAll('svg rect, svg polyline').length, empty: !!f.querySelector('p.empty'),
-			  width: f.getBoundingClientRect().width}))`))
-		if err != nil {
-			fail("read the overview's charts", err)
-		}
-		drawn := map[string]bool{}
-		for _, c := range charts {
-			drawn[c["id"].(string)] = c["marks"].(float64) > 0
-			if w := c["width"].(float64); w > float64(size.width) {
-				t.Errorf("%s: chart %v is %.0fpx wide", size.name, c["id"], w)
-			}
-		}
-		// The seeded events: two first deliveries, an unknown outcome
-		// waiting for a person, and its alert.
-		for _, id := range []string{"daily", "hourly", "workflows", "ages", "alerts", "alert-kinds"} {
-			if !drawn[id] {
-				t.Errorf("%s: chart %s drew no bars (%v)", size.name, id, charts)
-			}
-		}
-		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "overview-"+size.name+".png"), shot, 0o644)
-		}
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	t.Logf("overview screenshots: %s", dir)
-
 	// At phone width the page fits: nothing wider than the screen.
 	for _, path := range []string{"/overview", "/", "/events/shop/order-1042", "/review", "/errors"} {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 740, chromedp.EmulateMobile),
@@ -230,3 +154,40 @@ func TestBrowserResolve(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// browse starts Chromium for the test, signed in to svc as admin. It
+// returns the browser's context (a minute long) and a function that ends
+// the test with the service's output.
+func browse(t *testing.T, browser string, svc *service) (context.Context, func(step string, err error)) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 1400))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	browserCtx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(browserCtx); err != nil { // starts the browser, for as long as browserCtx lives
+		t.Fatalf("start %s: %v", browser, err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(browserCtx, 60*time.Second)
+	t.Cleanup(cancelTimeout)
+
+	fail := func(step string, err error) {
+		t.Helper()
+		t.Fatalf("browser: %s: %v\nservice output:\n%s", step, err, svc.Output.String())
+	}
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+svc.Password))
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		fail("enable the network domain", err)
+	}
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders,
+		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
+		fail("sign in", err)
+	}
+	return ctx, fail
+}
+
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
