@@ -166,8 +166,8 @@ func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (boo
 }
 
 const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
-	last_error)
-	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, :state, :last_error)`
+	last_error, alert_kind)
+	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, :state, :last_error, :alert_kind)`
 
 // enqueue writes one outbox row in the caller's transaction; it is sent at
 // due or later.
@@ -192,6 +192,7 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
 		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
 		"event_id": a.EventID, "error_id": errorID, "payload": string(payload), "state": state, "last_error": why,
+		"alert_kind": a.Kind,
 	})
 	return err
 }

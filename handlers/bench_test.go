@@ -276,6 +276,7 @@ var overviewSeed = map[string][]string{
 		FROM generate_series(1, $1::int / 100) AS j, LATERAL (SELECT j * 100 AS e,
 			now() - j * interval '120 seconds' AS t) AS at,
 			LATERAL (VALUES ('alert'), ('followup'), ('refresh')) AS r(role)`,
+		`UPDATE outbox SET alert_kind = CAST(payload AS json) ->> 'kind'`,
 		`INSERT INTO resolution_times (resolved_at, source, seconds)
 		SELECT now() - j * interval '240 seconds', 'shop' || (j % 3), 60 + (j * 7919) % 86400
 		FROM generate_series(1, $1::int / 200) AS j`,
@@ -329,6 +330,7 @@ var overviewSeed = map[string][]string{
 			CASE WHEN j % 100 < 95 THEN 'sent' WHEN j % 100 < 97 THEN 'pending' WHEN j % 100 < 98 THEN 'dead'
 				ELSE 'unconfigured' END, 1, t
 		FROM (SELECT j, j * 100 AS e, ` + sqliteAgo("j * 120") + ` AS t FROM n), r`,
+		`UPDATE outbox SET alert_kind = json_extract(payload, '$.kind')`,
 		`WITH RECURSIVE n(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM n WHERE j < ? / 200)
 		INSERT INTO resolution_times (resolved_at, source, seconds)
 		SELECT ` + sqliteAgo("j * 240") + `, 'shop' || (j % 3), 60 + (j * 7919) % 86400 FROM n`,
