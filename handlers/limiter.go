@@ -29,7 +29,7 @@ type SignInLimits struct {
 var DefaultSignInLimits = SignInLimits{
 	PerAddress: Limit{Burst: 5, PerSecond: 1},
 	PerUser:    Limit{Burst: 10, PerSecond: 2},
-	Everyone:   Limit{Burst: 4, PerSecond: 2},
+	Everyone:   Limit{Burst: 4, PerSecond: 1},
 }
 
 func (l Limit) or(def Limit) Limit {
