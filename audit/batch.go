@@ -97,14 +97,14 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		return zero, closed
 	}
 	if b.late() {
-		b.s.metrics.shed(b.name)
+		b.s.metrics.Shed(b.name)
 		return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the queue is longer than can start in time",
 			Err: ErrOverloaded}
 	}
 	select {
 	case b.queue <- j:
 	default:
-		b.s.metrics.shed(b.name)
+		b.s.metrics.Shed(b.name)
 		return zero, &Error{Code: CodeUnavailable, Message: b.name + ": the queue is full", Err: ErrOverloaded}
 	}
 	select {
@@ -195,7 +195,7 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		case !j.state.CompareAndSwap(jobQueued, jobStarted):
 			close(j.done) // abandoned by its caller
 		case now.Sub(j.queued) > b.cfg.Wait:
-			b.s.metrics.shed(b.name)
+			b.s.metrics.Shed(b.name)
 			j.err = &Error{Code: CodeUnavailable, Message: b.name + ": waited too long for a batch", Err: ErrOverloaded}
 			close(j.done)
 		default:
@@ -222,7 +222,7 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		live[0].err, live[0].again, live[0].relock = err, false, false
 	}
 	release()
-	b.s.metrics.batched(b.name, len(live))
+	b.s.metrics.Batched(b.name, len(live))
 	var again []*job[Req, Res]
 	for _, j := range live {
 		switch {
@@ -287,7 +287,7 @@ func (b *batcher[Req, Res]) later(j *job[Req, Res]) {
 		select {
 		case b.queue <- j:
 		default:
-			b.s.metrics.shed(b.name)
+			b.s.metrics.Shed(b.name)
 			j.err = &Error{Code: CodeUnavailable, Message: b.name + ": the queue is full", Err: ErrOverloaded}
 			close(j.done)
 		}

@@ -365,7 +365,7 @@ func refusal(err error) bool {
 
 func (s *Store) afterClaim(res ClaimResult, alerted bool) func() {
 	return func() {
-		s.metrics.claimed(res)
+		s.metrics.Claimed(string(res.Decision), string(res.Delivery), string(res.Class))
 		if alerted {
 			s.nudge()
 		}

@@ -97,7 +97,7 @@ func (s *Store) RecordError(ctx context.Context, r ErrorReport) (ErrorResult, er
 		return ErrorResult{}, err
 	}
 	if !res.Duplicate {
-		s.metrics.ingested(res.Kind)
+		s.metrics.Ingested(res.Kind)
 		if res.Kind != ErrorTest {
 			s.nudge()
 		}

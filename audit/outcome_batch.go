@@ -76,7 +76,7 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 
 func (s *Store) afterOutcome(req OutcomeRequest, res OutcomeResult, refused error, alerted bool) func() {
 	return func() {
-		s.metrics.reported(req.Outcome, res.Changed && refused == nil)
+		s.metrics.Reported(string(req.Outcome), res.Changed && refused == nil)
 		if alerted {
 			s.nudge()
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // the SQLite driver, pure Go
 
+	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/migrations"
 )
 
@@ -43,7 +44,7 @@ type Options struct {
 	// Metrics, when set, counts what the store does and keeps its gauges
 	// (outbox, review queue), read from the database in the background
 	// every GaugeInterval (default 15s) whatever the scrape rate.
-	Metrics       *Metrics
+	Metrics       *metrics.Metrics
 	GaugeInterval time.Duration
 	// MaxConns is the PostgreSQL pool's size (default 20).
 	MaxConns int
@@ -80,7 +81,7 @@ type Store struct {
 	reviewAfter time.Duration
 	alertRepeat time.Duration
 	lookup      ExecutionLookup
-	metrics     *Metrics
+	metrics     *metrics.Metrics
 	now         func() time.Time
 	log         *slog.Logger
 	unlock      io.Closer
@@ -165,7 +166,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	s.metrics.watch(s, cmp.Or(opts.GaugeInterval, 15*time.Second))
+	s.watch(s.metrics, cmp.Or(opts.GaugeInterval, 15*time.Second))
 	s.startBatching(opts.Batching)
 	return s, nil
 }
@@ -335,7 +336,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	start := time.Now()
 	tx, err := s.db.BeginTxx(ctx, nil)
-	s.metrics.ran("begin", start)
+	s.metrics.Ran("begin", start)
 	if err != nil {
 		return dbError("begin", err)
 	}
@@ -346,7 +347,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	start = time.Now()
 	err = tx.Commit()
-	s.metrics.ran("commit", start)
+	s.metrics.Ran("commit", start)
 	if err != nil {
 		return dbError("commit", err)
 	}
@@ -399,7 +400,7 @@ func (s *Store) prepare(query string) *sqlx.Stmt {
 // sql.ErrNoRows unwrapped.
 func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args ...any) error {
 	query = s.db.Rebind(query)
-	defer s.metrics.ran(op, time.Now())
+	defer s.metrics.Ran(op, time.Now())
 	var err error
 	if st := s.prepared(q, query); st != nil {
 		err = st.GetContext(ctx, dest, args...)
@@ -414,7 +415,7 @@ func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args
 
 func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string, args ...any) error {
 	query = s.db.Rebind(query)
-	defer s.metrics.ran(op, time.Now())
+	defer s.metrics.Ran(op, time.Now())
 	var err error
 	if st := s.prepared(q, query); st != nil {
 		err = st.SelectContext(ctx, dest, args...)
@@ -429,7 +430,7 @@ func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string
 
 func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) (int64, error) {
 	query = s.db.Rebind(query)
-	defer s.metrics.ran(op, time.Now())
+	defer s.metrics.Ran(op, time.Now())
 	var res sql.Result
 	var err error
 	if st := s.prepared(q, query); st != nil {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 // Config is what the handlers need; cmd/retryaudit fills it.
@@ -41,7 +42,7 @@ type Config struct {
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
-	Metrics      *audit.Metrics
+	Metrics      *metrics.Metrics
 	UI           UIConfig
 	Logger       *slog.Logger
 	Now          func() time.Time
@@ -138,7 +139,7 @@ func (h *Handler) Register(r gin.IRouter) {
 }
 
 // MetricsHandler serves the metrics' registry.
-func MetricsHandler(m *audit.Metrics) http.Handler {
+func MetricsHandler(m *metrics.Metrics) http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/handlers"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 const testToken = "test-token-0123456789"
@@ -29,7 +30,7 @@ type server struct {
 func newServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *audit.Options)) *server {
 	t.Helper()
 	opts := audit.Options{}
-	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: audit.NewMetrics(), ServeMetrics: true,
+	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), ServeMetrics: true,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	for _, e := range edit {
 		e(&cfg, &opts)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 // ErrUnauthorized is returned when n8n refuses the API key.
@@ -31,7 +32,7 @@ type Client struct {
 	base    string
 	key     string
 	http    *http.Client
-	metrics *audit.Metrics
+	metrics *metrics.Metrics
 	// Timeout bounds one lookup; a claim waits at most this long for n8n.
 	Timeout time.Duration
 
@@ -50,9 +51,9 @@ type cached struct {
 const maxCached = 10000
 
 // New returns a client of the API at baseURL.
-func New(baseURL, apiKey string, metrics *audit.Metrics) *Client {
+func New(baseURL, apiKey string, m *metrics.Metrics) *Client {
 	return &Client{
-		base: strings.TrimRight(baseURL, "/"), key: apiKey, metrics: metrics,
+		base: strings.TrimRight(baseURL, "/"), key: apiKey, metrics: m,
 		http:    &http.Client{Timeout: 30 * time.Second},
 		Timeout: 2 * time.Second,
 		cache:   map[string]cached{},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
@@ -21,7 +22,7 @@ func TestReconcileInstances(t *testing.T) {
 		prod, staging := newFakeN8N(t), newFakeN8N(t)
 		reconciler := func(f *fakeN8N, instance string) *n8n.Reconciler {
 			return &n8n.Reconciler{Client: n8n.New(f.url(), fakeKey, nil), Store: s, Log: slog.New(slog.DiscardHandler),
-				Metrics: audit.NewMetrics(), Grace: time.Minute, Lookback: time.Hour, Now: clock.Now, Instance: instance}
+				Metrics: metrics.New(), Grace: time.Minute, Lookback: time.Hour, Now: clock.Now, Instance: instance}
 		}
 		rp, rs := reconciler(prod, audit.DefaultInstance), reconciler(staging, "staging")
 		pass := func() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 // Reconciler records failed executions that never reached the error intake:
@@ -28,7 +29,7 @@ type Reconciler struct {
 	Client  *Client
 	Store   *audit.Store
 	Log     *slog.Logger
-	Metrics *audit.Metrics
+	Metrics *metrics.Metrics
 	// Grace leaves the error workflow time to report an execution that has
 	// just failed (RETRYAUDIT_N8N_RECONCILE_GRACE).
 	Grace time.Duration

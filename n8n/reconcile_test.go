@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
@@ -35,7 +36,7 @@ type reconcileEnv struct {
 	fake    *fakeN8N
 	clock   *audittest.Clock
 	r       *n8n.Reconciler
-	metrics *audit.Metrics
+	metrics *metrics.Metrics
 }
 
 // t0 is when the service first reconciles in these tests.
@@ -43,7 +44,7 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 func newReconcileEnv(t *testing.T, dialect string) *reconcileEnv {
 	t.Helper()
-	e := &reconcileEnv{fake: newFakeN8N(t), clock: audittest.NewClock(t0), metrics: audit.NewMetrics()}
+	e := &reconcileEnv{fake: newFakeN8N(t), clock: audittest.NewClock(t0), metrics: metrics.New()}
 	e.s = audittest.Open(t, dialect, audit.Options{Now: e.clock.Now})
 	e.r = &n8n.Reconciler{Client: n8n.New(e.fake.url(), fakeKey, nil), Store: e.s, Log: slog.New(slog.DiscardHandler),
 		Metrics: e.metrics, Grace: time.Minute, Lookback: time.Hour, Now: e.clock.Now}

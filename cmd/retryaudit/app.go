@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
 )
@@ -25,24 +26,24 @@ type app struct {
 	// without their API).
 	others  map[string]*n8n.Client
 	log     *slog.Logger
-	metrics *audit.Metrics
+	metrics *metrics.Metrics
 	owner   string // this process, for leases
 }
 
 // openApp opens the store with the configuration's settings. exclusive
 // locks a SQLite file for this process (serve).
-func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.Metrics, exclusive bool) (*app, error) {
-	a := &app{cfg: cfg, log: log, metrics: metrics, owner: instanceName()}
+func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, exclusive bool) (*app, error) {
+	a := &app{cfg: cfg, log: log, metrics: m, owner: instanceName()}
 	opts := audit.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
-		Metrics: metrics, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
+		Metrics: m, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
 		Batching:         audit.Batching{Queue: cfg.QueueSize, Wait: cfg.QueueWait, MaxBatch: cfg.MaxBatch},
 		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
 		GaugeInterval:    cfg.MetricsInterval,
 		AlertRepeat:      cfg.AlertRepeat,
 	}
 	if cfg.N8NAPIURL != "" {
-		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, metrics)
+		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, m)
 		opts.Lookup = a.n8n
 	}
 	if len(cfg.Instances) > 0 {
@@ -52,7 +53,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, metrics *audit.M
 		for _, in := range cfg.Instances {
 			var c *n8n.Client
 			if in.APIURL != "" {
-				c, anyAPI = n8n.New(in.APIURL, in.APIKey, metrics), true
+				c, anyAPI = n8n.New(in.APIURL, in.APIKey, m), true
 			}
 			a.others[in.Name], l.clients[in.Name] = c, c
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 const migrateUsage = `migrate applies the embedded migrations of the configured database
@@ -23,7 +23,7 @@ func migrateCmd(ctx context.Context, fs *flag.FlagSet, args []string, getenv fun
 		return err
 	}
 	log := newLogger(out, cfg.LogLevel)
-	a, err := openApp(ctx, cfg, log, audit.NewMetrics(), false)
+	a, err := openApp(ctx, cfg, log, metrics.New(), false)
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/handlers"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 const serveUsage = `serve listens on RETRYAUDIT_ADDR, applies pending migrations, and runs the
@@ -33,8 +33,8 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		return err
 	}
 	log := newLogger(out, cfg.LogLevel)
-	metrics := audit.NewMetrics()
-	app, err := openApp(ctx, cfg, log, metrics, true)
+	m := metrics.New()
+	app, err := openApp(ctx, cfg, log, m, true)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, Instances: cfg.handlerInstances(),
 		MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
-		ServeMetrics: cfg.MetricsAddr == "", Metrics: metrics, UI: ui, Logger: log,
+		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})
 	if err != nil {
 		ln.Close()
@@ -77,7 +77,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.MetricsAddr != "" {
-		msrv := newServer(handlers.MetricsHandler(metrics))
+		msrv := newServer(handlers.MetricsHandler(m))
 		servers = append(servers, msrv)
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {

@@ -1,9 +1,11 @@
-package audit
+// Package metrics holds the service's Prometheus metrics: the counters and
+// histograms the store, the handlers and the n8n client record into, in a
+// registry of their own. It knows nothing of the domain: callers pass plain
+// label values, so the domain can record without importing Prometheus.
+package metrics
 
 import (
-	"context"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +15,7 @@ import (
 // Metrics are the service's Prometheus metrics, in a registry of their own.
 // A nil *Metrics records nothing, so tests and commands can leave it out.
 type Metrics struct {
+	// Registry is what /metrics serves; the store registers its gauges here.
 	Registry      *prometheus.Registry
 	claims        *prometheus.CounterVec
 	outcomes      *prometheus.CounterVec
@@ -28,9 +31,9 @@ type Metrics struct {
 	HTTP *prometheus.HistogramVec
 }
 
-// NewMetrics creates the metrics and registers them, with the Go runtime's
-// and the process's.
-func NewMetrics() *Metrics {
+// New creates the metrics and registers them, with the Go runtime's and the
+// process's.
+func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -79,38 +82,44 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) batched(kind string, n int) {
+// Batched observes how many requests of a kind one transaction committed.
+func (m *Metrics) Batched(kind string, n int) {
 	if m != nil {
 		m.batchSize.WithLabelValues(kind).Observe(float64(n))
 	}
 }
 
-// ran observes one database round trip.
-func (m *Metrics) ran(op string, start time.Time) {
+// Ran observes one database round trip that began at start.
+func (m *Metrics) Ran(op string, start time.Time) {
 	if m != nil {
 		m.statements.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	}
 }
 
-func (m *Metrics) shed(kind string) {
+// Shed counts a request of a kind answered 503 under overload.
+func (m *Metrics) Shed(kind string) {
 	if m != nil {
 		m.shedTotal.WithLabelValues(kind).Inc()
 	}
 }
 
-func (m *Metrics) claimed(r ClaimResult) {
+// Claimed counts one claim answered: its decision, its kind of delivery and,
+// for a known key, why it came again.
+func (m *Metrics) Claimed(decision, delivery, class string) {
 	if m != nil {
-		m.claims.WithLabelValues(string(r.Decision), string(r.Delivery), string(r.Class)).Inc()
+		m.claims.WithLabelValues(decision, delivery, class).Inc()
 	}
 }
 
-func (m *Metrics) reported(o Outcome, changed bool) {
+// Reported counts one outcome report and whether it changed the entry.
+func (m *Metrics) Reported(outcome string, changed bool) {
 	if m != nil {
-		m.outcomes.WithLabelValues(string(o), strconv.FormatBool(changed)).Inc()
+		m.outcomes.WithLabelValues(outcome, strconv.FormatBool(changed)).Inc()
 	}
 }
 
-func (m *Metrics) ingested(kind string) {
+// Ingested counts one n8n error recorded, by kind.
+func (m *Metrics) Ingested(kind string) {
 	if m != nil {
 		m.errors.WithLabelValues(kind).Inc()
 	}
@@ -136,111 +145,4 @@ func (m *Metrics) ReconcileSkipped(reason string, n int) {
 	if m != nil {
 		m.skipped.WithLabelValues(reason).Add(float64(n))
 	}
-}
-
-// watch registers the gauges kept from the store's database: the outbox's
-// depth and the age of its oldest row, and the review queue. A goroutine
-// refreshes them every interval; a scrape only reads what it left, so that
-// no scrape rate (/metrics needs no token) can make the database count more
-// than once per interval.
-func (m *Metrics) watch(s *Store, interval time.Duration) {
-	if m == nil {
-		return
-	}
-	c := &storeCollector{s: s}
-	s.gauges = c
-	m.Registry.MustRegister(c)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			s.RefreshGauges(s.closing)
-			select {
-			case <-s.closing.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-}
-
-// RefreshGauges reads the gauges from the database now (the background
-// refresh calls it; so can tests).
-func (s *Store) RefreshGauges(ctx context.Context) {
-	c := s.gauges
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	st, err := s.Stats(ctx)
-	snap := &gaugeSnapshot{stats: st, up: err == nil, at: s.now()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.refreshes++
-	snap.refreshes = c.refreshes
-	if !snap.up && c.last != nil {
-		snap.stats = c.last.stats // keep the last values; database_up says they are old
-	}
-	c.last = snap
-}
-
-var (
-	outboxDepthDesc = prometheus.NewDesc("retryaudit_outbox_depth",
-		"Outbox rows waiting to be sent.", nil, nil)
-	outboxAgeDesc = prometheus.NewDesc("retryaudit_outbox_oldest_age_seconds",
-		"Age of the oldest outbox row waiting to be sent (0 when none).", nil, nil)
-	reviewDesc = prometheus.NewDesc("retryaudit_review_queue_size",
-		"Entries waiting for a person.", nil, nil)
-	dbUpDesc = prometheus.NewDesc("retryaudit_database_up",
-		"1 when the database answered the last refresh of the gauges.", nil, nil)
-	gaugeAgeDesc = prometheus.NewDesc("retryaudit_gauges_age_seconds",
-		"Seconds since the gauges above were read from the database.", nil, nil)
-	refreshesDesc = prometheus.NewDesc("retryaudit_gauge_refreshes_total",
-		"Times the gauges were read from the database.", nil, nil)
-)
-
-// gaugeSnapshot is one reading of the database's gauges.
-type gaugeSnapshot struct {
-	stats     Stats
-	up        bool
-	at        time.Time
-	refreshes int
-}
-
-type storeCollector struct {
-	s         *Store
-	mu        sync.Mutex
-	last      *gaugeSnapshot
-	refreshes int
-}
-
-// Describe sends the descriptions of the store's gauges.
-func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{outboxDepthDesc, outboxAgeDesc, reviewDesc, dbUpDesc, gaugeAgeDesc, refreshesDesc} {
-		ch <- d
-	}
-}
-
-// Collect sends the last reading; it never touches the database.
-func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	snap := c.last
-	c.mu.Unlock()
-	if snap == nil {
-		ch <- prometheus.MustNewConstMetric(dbUpDesc, prometheus.GaugeValue, 0)
-		return
-	}
-	up := 0.0
-	if snap.up {
-		up = 1
-	}
-	ch <- prometheus.MustNewConstMetric(dbUpDesc, prometheus.GaugeValue, up)
-	ch <- prometheus.MustNewConstMetric(gaugeAgeDesc, prometheus.GaugeValue, c.s.now().Sub(snap.at).Seconds())
-	ch <- prometheus.MustNewConstMetric(refreshesDesc, prometheus.CounterValue, float64(snap.refreshes))
-	ch <- prometheus.MustNewConstMetric(outboxDepthDesc, prometheus.GaugeValue, float64(snap.stats.OutboxDepth))
-	ch <- prometheus.MustNewConstMetric(outboxAgeDesc, prometheus.GaugeValue, snap.stats.OutboxOldestAge.Seconds())
-	ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.GaugeValue, float64(snap.stats.ReviewQueue))
 }
