@@ -66,7 +66,11 @@ type Alert struct {
 // error).
 func (a Alert) HasEvent() bool { return a.Source != "" }
 
-// The roles of an outbox row in its thread.
+// The roles of an outbox row in its thread. A thread is the outbox's own
+// notion: the rows that share a thread key go out one at a time and in
+// order, and the transaction that writes an audit entry decides each row's
+// role. How a notifier shows a thread (a Slack thread, or separate
+// messages) is notify's business.
 const (
 	RowAlert    = "alert"    // the first message of a thread
 	RowFollowup = "followup" // a reply in the thread

@@ -15,7 +15,7 @@ const (
 	OutboxSending      = "sending"      // leased by a worker
 	OutboxSent         = "sent"         //
 	OutboxDead         = "dead"         // a permanent error: last_error says which
-	OutboxUnconfigured = "unconfigured" // no Slack configured when it was due
+	OutboxUnconfigured = "unconfigured" // no notifier configured when it was due
 	OutboxSkipped      = "skipped"      // not needed any more: last_error says why
 )
 
@@ -34,14 +34,16 @@ type OutboxRow struct {
 	Attempts   int           `db:"attempts"`
 	LastError  string        `db:"last_error"`
 	SentAt     sql.NullTime  `db:"sent_at"`
-	Channel    string        `db:"channel"`
-	TS         string        `db:"ts"`
 	LeaseOwner string        `db:"lease_owner"`
+	// Destination and MessageID say where the notifier posted the message
+	// and its id there, in the notifier's own terms.
+	Destination string `db:"channel"`
+	MessageID   string `db:"ts"`
 	// AttemptedBy names the worker that last attempted the row.
 	AttemptedBy string `db:"attempted_by"`
 	// FirstAttemptAt is when the first attempt began.
 	FirstAttemptAt sql.NullTime `db:"first_attempt_at"`
-	// MaybeSent says that Slack may have posted the message already: an
+	// MaybeSent says that the notifier may have posted the message already: an
 	// attempt ended in a timeout or a reset connection, or the worker that
 	// leased the row died with it.
 	MaybeSent bool `db:"maybe_sent"`
@@ -143,13 +145,14 @@ type Attempt struct {
 	State     string    // OutboxSent, OutboxPending (retry), OutboxDead, OutboxUnconfigured, OutboxSkipped
 	RetryAt   time.Time // for a retry
 	LastError string
-	Channel   string
-	TS        string
-	// MaybeSent, for a retry, says that Slack may have posted the message.
+	// Destination and MessageID, for a sent row, say where the message went.
+	Destination string
+	MessageID   string
+	// MaybeSent, for a retry, says that the notifier may have posted the message.
 	MaybeSent bool
-	// Thread, for a sent row that opened a thread, is kept in the same
-	// transaction as the row's state: a thread is never lost between them.
-	Thread *Thread
+	// Root, for a sent row whose message opened its thread, is kept in the
+	// same transaction as the row's state: a root is never lost between them.
+	Root *ThreadRoot
 }
 
 // FinishOutbox records how an attempt ended, if owner still holds the row's
@@ -173,13 +176,13 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d Atte
 		attempted_by = :owner, maybe_sent = :maybe_sent
 		WHERE id = :id AND lease_owner = :owner AND state = 'sending'`, map[string]any{
 			"state": d.State, "due": s.d.t(due), "last_error": d.LastError, "sent_at": sentAt,
-			"channel": d.Channel, "ts": d.TS, "id": id, "owner": owner,
+			"channel": d.Destination, "ts": d.MessageID, "id": id, "owner": owner,
 			"maybe_sent": d.MaybeSent && d.State == OutboxPending,
 		})
-		if err != nil || n != 1 || d.Thread == nil {
+		if err != nil || n != 1 || d.Root == nil {
 			return err
 		}
-		return s.saveThread(ctx, tx, *d.Thread)
+		return s.saveRoot(ctx, tx, *d.Root)
 	})
 	if err == nil && n == 1 {
 		s.metrics.Delivered(d.State)
@@ -194,51 +197,6 @@ func (s *Store) Superseded(ctx context.Context, row OutboxRow) (bool, error) {
 	err := s.get(ctx, s.db, &later, "read outbox", `SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ?
 		AND kind = 'refresh' AND id > ? AND state IN ('pending', 'sending'))`, row.ThreadKey, row.ID)
 	return later, err
-}
-
-// Thread is the first message of a Slack thread.
-type Thread struct {
-	Key       string `db:"thread_key"`
-	Channel   string `db:"channel"`
-	TS        string `db:"ts"`
-	RootRowID int64  `db:"root_outbox_id"`
-}
-
-// SaveThread remembers where a thread's first message went.
-func (s *Store) SaveThread(ctx context.Context, t Thread) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error { return s.saveThread(ctx, tx, t) })
-}
-
-func (s *Store) saveThread(ctx context.Context, tx *sqlx.Tx, t Thread) error {
-	_, err := s.namedExec(ctx, tx, "save thread", `INSERT INTO slack_threads (thread_key, channel, ts,
-		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
-		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
-		"key": t.Key, "channel": t.Channel, "ts": t.TS, "root": t.RootRowID, "now": s.d.t(s.now()),
-	})
-	return err
-}
-
-// Thread returns a thread's first message and its alert; ok is false when
-// the thread has none (it was never sent).
-func (s *Store) Thread(ctx context.Context, key string) (Thread, Alert, bool, error) {
-	var t Thread
-	err := s.get(ctx, s.db, &t, "read thread", `SELECT thread_key, channel, ts, root_outbox_id
-		FROM slack_threads WHERE thread_key = ?`, key)
-	if isNoRows(err) {
-		return t, Alert{}, false, nil
-	}
-	if err != nil {
-		return t, Alert{}, false, err
-	}
-	var row OutboxRow
-	if err := s.get(ctx, s.db, &row, "read thread root", selectOutbox+` WHERE id = ?`, t.RootRowID); err != nil {
-		return t, Alert{}, false, err
-	}
-	a, err := row.Alert()
-	if err != nil {
-		return t, Alert{}, false, &Error{Code: CodeInternal, Message: "decode alert", Err: err}
-	}
-	return t, a, true, nil
 }
 
 // Stats are the figures the metrics and the self-check read.

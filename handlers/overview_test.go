@@ -73,7 +73,7 @@ func seedHistory(t *testing.T, s *server, clock *audittest.Clock) {
 		t.Fatalf("lease the oldest alert: %v %+v", err, rows)
 	}
 	if ok, err := s.store.FinishOutbox(t.Context(), rows[0].ID, "test", audit.Attempt{State: audit.OutboxSent,
-		Channel: "C1", TS: "1.1"}); !ok || err != nil {
+		Destination: "C1", MessageID: "1.1"}); !ok || err != nil {
 		t.Fatalf("finish: %v %v", ok, err)
 	}
 }

@@ -88,11 +88,8 @@ func (w *Worker) attempt(ctx, actx context.Context, row audit.OutboxRow) result 
 
 // sent records a posted message, and the thread it opened.
 func (w *Worker) sent(row audit.OutboxRow, p plan, posted Posted) audit.Attempt {
-	a := audit.Attempt{State: audit.OutboxSent, Channel: posted.Channel, TS: posted.TS}
-	if p.opens && w.Notifier.Threads() && posted.TS != "" {
-		a.Thread = &audit.Thread{Key: row.ThreadKey, Channel: posted.Channel, TS: posted.TS, RootRowID: row.ID}
-	}
-	return a
+	return audit.Attempt{State: audit.OutboxSent, Destination: posted.Channel, MessageID: posted.TS,
+		Root: w.opened(row, p, posted)}
 }
 
 // metadata marks a message as the row's, and this database's: two

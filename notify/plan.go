@@ -36,7 +36,7 @@ func (w *Worker) plan(ctx context.Context, row audit.OutboxRow, a audit.Alert) (
 	if row.Kind == audit.RowAlert {
 		return plan{msg: w.Renderer.render(a, asFirst, row.ID), opens: true}, nil
 	}
-	thread, root, ok, err := w.Store.Thread(ctx, row.ThreadKey)
+	thread, root, ok, err := findThread(ctx, w.Store, row.ThreadKey)
 	if err != nil {
 		return plan{}, err
 	}

@@ -170,8 +170,8 @@ func seedOverview(t *testing.T, dataDir string) {
 		case r.Kind == audit.RowAlert && i%23 == 5:
 			ok, err = store.FinishOutbox(ctx, r.ID, "seed", audit.Attempt{State: audit.OutboxDead, LastError: "channel_not_found"})
 		default:
-			ok, err = store.FinishOutbox(ctx, r.ID, "seed", audit.Attempt{State: audit.OutboxSent, Channel: "C1",
-				TS: fmt.Sprintf("%d.%06d", end.Unix(), i)})
+			ok, err = store.FinishOutbox(ctx, r.ID, "seed", audit.Attempt{State: audit.OutboxSent, Destination: "C1",
+				MessageID: fmt.Sprintf("%d.%06d", end.Unix(), i)})
 		}
 		if err != nil || !ok {
 			t.Fatalf("finish outbox row %d: %v %v", r.ID, ok, err)
