@@ -28,7 +28,7 @@ bench:
 # The fuzz targets of make test, for longer: make fuzz FUZZTIME=5m
 FUZZTIME ?= 1m
 fuzz:
-	for t in audit:FuzzRedactText audit:FuzzRedact audit:FuzzParseErrorPayload \
+	for t in n8n:FuzzRedactText n8n:FuzzRedact n8n:FuzzParseErrorTrigger \
 	  handlers:FuzzClaimDecoder handlers:FuzzOutcomeDecoder handlers:FuzzErrorBody; do \
 	  go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; done
 

@@ -54,10 +54,10 @@ func (r ClaimRequest) Validate() error {
 // and sorted, the workflow's and the node's names redacted (people name
 // them freely, and n8n sends them as they are: a name can hold a
 // credential) and kept within MaxNameLen.
-func (r ClaimRequest) stored() ClaimRequest {
+func (r ClaimRequest) stored(red Redactor) ClaimRequest {
 	r.Items = uniqueSorted(r.Items)
-	r.WorkflowName = Truncate(RedactText(r.WorkflowName), MaxNameLen)
-	r.Node = Truncate(RedactText(r.Node), MaxNameLen)
+	r.WorkflowName = Truncate(red.RedactText(r.WorkflowName), MaxNameLen)
+	r.Node = Truncate(red.RedactText(r.Node), MaxNameLen)
 	return r
 }
 
@@ -99,7 +99,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error
 	if err := req.Validate(); err != nil {
 		return ClaimResult{}, err
 	}
-	req = req.stored()
+	req = req.stored(s.redact)
 	if s.claims != nil {
 		return s.claims.do(ctx, s.claimInput(ctx, req))
 	}

@@ -85,8 +85,8 @@ const (
 // its execution (or the execution it retries) touched, and writes the alert,
 // all in one transaction. A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
-func (s *Store) RecordError(ctx context.Context, r ErrorReport) (ErrorResult, error) {
-	r = r.stored()
+func (s *Store) RecordError(ctx context.Context, r N8NErrorReport) (ErrorResult, error) {
+	r = r.stored(s.redact)
 	var res ErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
@@ -105,7 +105,7 @@ func (s *Store) RecordError(ctx context.Context, r ErrorReport) (ErrorResult, er
 	return res, nil
 }
 
-func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now time.Time) (ErrorResult, error) {
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r N8NErrorReport, now time.Time) (ErrorResult, error) {
 	res := ErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
 	chain := []string{}
 	if r.Kind == ErrorExecution || r.Kind == ErrorReconcile {
@@ -157,7 +157,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now
 // duplicateError answers a report of an error already recorded. A payload
 // and a reconciliation record describe the same execution: whichever comes
 // second fills in what the first lacks (mergeError).
-func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r ErrorReport) (ErrorResult, error) {
+func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r N8NErrorReport) (ErrorResult, error) {
 	var e ErrorRecord
 	if err := s.get(ctx, tx, &e, "read error", selectError+` WHERE dedupe_key = ?`, r.DedupeKey); err != nil {
 		return ErrorResult{}, err
@@ -338,7 +338,7 @@ func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev EventKey, chai
 // alertUnlinked alerts about an error that belongs to no event (yet). Such
 // errors are grouped by kind, workflow and node: the first of a repeat
 // interval opens a thread, the others are counted in it.
-func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r ErrorReport, now time.Time) error {
+func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r N8NErrorReport, now time.Time) error {
 	if r.Kind == ErrorTest {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 // a reconciliation record's only when that one lacks n8n's error (n8n had
 // pruned the execution's data), and a reconciliation record never replaces
 // a payload's message, which n8n wrote.
-func mergeError(e ErrorRecord, r ErrorReport) (ErrorRecord, bool) {
+func mergeError(e ErrorRecord, r N8NErrorReport) (ErrorRecord, bool) {
 	m := e
 	m.RetryOf = cmp.Or(e.RetryOf, r.RetryOf)
 	m.WorkflowID = cmp.Or(e.WorkflowID, r.WorkflowID)
@@ -26,9 +26,9 @@ func mergeError(e ErrorRecord, r ErrorReport) (ErrorRecord, bool) {
 		m.Payload, m.PayloadTruncated = r.Payload, r.Truncated
 	}
 	switch {
-	case e.Message == "" || e.Message == defaultMessage(e.Kind, nil):
+	case e.Message == "" || e.Message == DefaultMessage(e.Kind, nil):
 		m.Message = cmp.Or(r.Message, e.Message)
-	case e.Kind == ErrorReconcile && r.Kind == ErrorExecution && r.Message != defaultMessage(r.Kind, nil) &&
+	case e.Kind == ErrorReconcile && r.Kind == ErrorExecution && r.Message != DefaultMessage(r.Kind, nil) &&
 		!strings.Contains(e.Message, r.Message):
 		m.Message = r.Message
 	}

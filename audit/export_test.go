@@ -16,7 +16,7 @@ func (s *Store) ClaimTogether(ctx context.Context, reqs []ClaimRequest) ([]Claim
 		if errs[i] = req.Validate(); errs[i] != nil {
 			continue
 		}
-		j := &claimJob{ctx: ctx, req: s.claimInput(ctx, req.stored()), queued: time.Now(), done: make(chan struct{})}
+		j := &claimJob{ctx: ctx, req: s.claimInput(ctx, req.stored(s.redact)), queued: time.Now(), done: make(chan struct{})}
 		jobs, at = append(jobs, j), append(at, i)
 	}
 	if len(jobs) > 0 {

@@ -45,7 +45,7 @@ func groupKey(kind, workflowID, node string) string {
 // belongs to at now, opening a new one (and reporting it) when none is open.
 // Two errors of one group committing at once open it once: the second
 // transaction waits for the first's row and finds it open.
-func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r ErrorReport, now time.Time) (alertGroup, bool, error) {
+func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r N8NErrorReport, now time.Time) (alertGroup, bool, error) {
 	g := alertGroup{Key: groupKey(r.Kind, r.WorkflowID, r.Node), Kind: r.Kind, WorkflowID: r.WorkflowID, Node: r.Node,
 		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
 	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)

@@ -54,7 +54,7 @@ var ErrNoAPI = errors.New("no n8n API is configured for this execution's instanc
 
 // OfInstance qualifies the report's ids with the n8n instance it came from,
 // its dedupe key too: two instances' execution 7 are two errors.
-func (r *ErrorReport) OfInstance(instance string) {
+func (r *N8NErrorReport) OfInstance(instance string) {
 	if instance == "" || instance == DefaultInstance {
 		return
 	}

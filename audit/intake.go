@@ -1,14 +1,8 @@
 package audit
 
 import (
-	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"unicode/utf8"
 )
 
 // The kinds of error record.
@@ -27,8 +21,11 @@ const (
 	MaxMessageLen = 4000
 )
 
-// ErrorReport is what the service learned from one error payload.
-type ErrorReport struct {
+// N8NErrorReport is what the service learned of one failed n8n run or
+// trigger: from an Error Trigger payload (n8n.ParseErrorTrigger) or from
+// reconciliation. It is n8n's error, not a Go error (Error); the store keeps
+// it as an ErrorRecord.
+type N8NErrorReport struct {
 	Kind         string
 	DedupeKey    string
 	ExecutionID  string
@@ -57,7 +54,7 @@ const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replace
 const NoteVisible = `bytes that are not UTF-8 and lone surrogates in the payload were written out as text (\xff, \ud800)`
 
 // AddNote adds a note, once.
-func (r *ErrorReport) AddNote(note string) {
+func (r *N8NErrorReport) AddNote(note string) {
 	switch {
 	case strings.Contains(r.Note, note):
 	case r.Note == "":
@@ -67,91 +64,15 @@ func (r *ErrorReport) AddNote(note string) {
 	}
 }
 
-// ParseErrorPayload reads an Error Trigger item as n8n emits it. Every JSON
-// object is accepted: what the service does not recognise becomes an
-// unknown_shape record, because an error workflow that is refused fails in
-// its turn and nobody hears of either. raw is the body as received, v the
-// same body decoded (with json.Number for numbers).
-func ParseErrorPayload(raw []byte, v map[string]any) ErrorReport {
-	return ParseErrorBody(sha256.Sum256(raw), v)
-}
-
-// ParseErrorBody is ParseErrorPayload for a body that was read as a stream:
-// sum is the SHA-256 of its bytes, v what was kept of it.
-func ParseErrorBody(sum [32]byte, v map[string]any) ErrorReport {
-	r := ErrorReport{}
-	if _, cleaned := cleanValue(v); cleaned {
-		r.AddNote(NoteCleaned)
-	}
-	wf, _ := v["workflow"].(map[string]any)
-	r.WorkflowID, r.WorkflowName = idString(wf["id"]), str(wf["name"])
-	exec, _ := v["execution"].(map[string]any)
-	trig, _ := v["trigger"].(map[string]any)
-	var errObj map[string]any
-	switch {
-	case exec != nil && idString(exec["id"]) != "":
-		r.Kind = ErrorExecution
-		r.ExecutionID, r.RetryOf = idString(exec["id"]), idString(exec["retryOf"])
-		r.Mode, r.URL, r.Node = str(exec["mode"]), str(exec["url"]), str(exec["lastNodeExecuted"])
-		errObj, _ = exec["error"].(map[string]any)
-		if r.Mode == "manual" && r.WorkflowName == "Example Workflow" {
-			r.Kind = ErrorTest
-		}
-	case trig != nil:
-		r.Kind = ErrorTrigger
-		r.Mode = str(trig["mode"])
-		errObj, _ = trig["error"].(map[string]any)
-	default:
-		r.Kind = ErrorUnknown
-	}
-	if node, ok := errObj["node"].(map[string]any); ok && str(node["name"]) != "" {
-		r.Node = str(node["name"])
-	}
-	r.HTTPCode = idString(errObj["httpCode"])
-	// n8n 2.41 drops trigger.error.message when it serialises the item; the
-	// error workflow sends it beside the item as "message".
-	r.Message = cmp.Or(str(errObj["message"]), str(v["message"]), str(errObj["description"]))
-	// n8n's HTTP node says "The service was not able to process your
-	// request" and keeps what the server said in the description.
-	if desc := str(errObj["description"]); desc != "" && desc != r.Message {
-		r.Message += ": " + desc
-	}
-	if r.Message == "" {
-		r.Message = defaultMessage(r.Kind, v)
-	}
-	// n8n quotes the request and the answer in its messages: credentials
-	// included. Workflows and nodes are named by people, freely.
-	r.Message = Truncate(RedactText(r.Message), MaxMessageLen)
-	r.URL = RedactText(r.URL)
-	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
-	for _, f := range []*string{&r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.HTTPCode} {
-		*f = Truncate(*f, MaxIDLen)
-	}
-	for _, f := range []*string{&r.WorkflowName, &r.Mode, &r.Node, &r.URL} {
-		*f = Truncate(*f, MaxNameLen)
-	}
-	r.Payload, r.Truncated = storedPayload(v)
-	switch r.Kind {
-	case ErrorExecution:
-		r.DedupeKey = "exec:" + r.ExecutionID
-	case ErrorTest:
-		r.DedupeKey = "test:" + r.ExecutionID
-	default:
-		r.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	return r
-}
-
-func defaultMessage(kind string, v map[string]any) string {
+// DefaultMessage is the message of a report of kind whose payload carried
+// none; keys are the payload's top-level keys, which an unknown_shape
+// message lists in the order given. The store compares a record's message
+// with it (keys nil) to tell n8n's words from a stand-in.
+func DefaultMessage(kind string, keys []string) string {
 	switch kind {
 	case ErrorTrigger:
 		return "the trigger failed; n8n sent no message (add a top-level message to the error workflow's body)"
 	case ErrorUnknown:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		return fmt.Sprintf("n8n sent a payload of an unknown shape (keys: %s)", strings.Join(keys, ", "))
 	}
 	return "n8n sent no error message"
@@ -160,7 +81,7 @@ func defaultMessage(kind string, v map[string]any) string {
 // stored returns the report as the store keeps it, whoever built it: every
 // text valid UTF-8 without NUL; the message, the URL and the workflow's and
 // the node's names redacted.
-func (r ErrorReport) stored() ErrorReport {
+func (r N8NErrorReport) stored(red Redactor) N8NErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
 		&r.Mode, &r.Node, &r.Message, &r.HTTPCode, &r.URL, &r.Payload, &r.Note} {
@@ -171,43 +92,7 @@ func (r ErrorReport) stored() ErrorReport {
 	if cleaned {
 		r.AddNote(NoteCleaned)
 	}
-	r.Message, r.URL = RedactText(r.Message), RedactText(r.URL)
-	r.WorkflowName, r.Node = RedactText(r.WorkflowName), RedactText(r.Node)
+	r.Message, r.URL = red.RedactText(r.Message), red.RedactText(r.URL)
+	r.WorkflowName, r.Node = red.RedactText(r.WorkflowName), red.RedactText(r.Node)
 	return r
-}
-
-// storedPayload redacts the payload and caps its size. A capped payload is
-// no longer valid JSON; it is kept as text, flagged truncated.
-func storedPayload(v map[string]any) (string, bool) {
-	b, err := json.MarshalIndent(Redact(v), "", "  ")
-	if err != nil {
-		return "", false
-	}
-	if len(b) <= MaxStoredPayload {
-		return string(b), false
-	}
-	cut := MaxStoredPayload
-	for cut > 0 && !utf8.RuneStart(b[cut]) {
-		cut--
-	}
-	return string(b[:cut]), true
-}
-
-// str returns v when it is a string; absent, null and anything else are "".
-func str(v any) string {
-	s, _ := v.(string)
-	return strings.TrimSpace(s)
-}
-
-// idString returns an id sent as a string or as a number.
-func idString(v any) string {
-	switch t := v.(type) {
-	case string:
-		return strings.TrimSpace(t)
-	case json.Number:
-		return t.String()
-	case float64:
-		return fmt.Sprint(t)
-	}
-	return ""
 }

@@ -7,10 +7,6 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// RedactionVersion names the redactor's rules. When it grows, RedactStored
-// passes what was stored before through the new rules once.
-const RedactionVersion = "3"
-
 // storedText is one column that holds text from n8n: the table, its key,
 // the column and how to redact it.
 var storedText = []struct {
@@ -36,12 +32,12 @@ var storedText = []struct {
 // RedactStored redacts, with today's rules, the n8n text that an earlier
 // version stored (errors, history messages, execution links, workflow and
 // node names, alerts not yet sent), so that no credential it let through
-// stays readable. It runs once
-// per RedactionVersion, in batches of one short transaction each, and
-// returns how many values it changed.
+// stays readable. It runs once per version of the Redactor's rules, in
+// batches of one short transaction each, and returns how many values it
+// changed.
 func (s *Store) RedactStored(ctx context.Context) (int, error) {
 	done, err := s.State(ctx, "redaction.version")
-	if err != nil || done == RedactionVersion {
+	if err != nil || done == s.redact.Version() {
 		return 0, err
 	}
 	changed := 0
@@ -70,7 +66,7 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 			}
 			err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 				for _, r := range rows {
-					v := redactStoredValue(r.Value, c.json)
+					v := redactStoredValue(s.redact, r.Value, c.json)
 					if v == r.Value {
 						continue
 					}
@@ -88,7 +84,7 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 			last = rows[len(rows)-1].Key
 		}
 	}
-	return changed, s.SetState(ctx, "redaction.version", RedactionVersion)
+	return changed, s.SetState(ctx, "redaction.version", s.redact.Version())
 }
 
 func castKey(key string) string {
@@ -100,22 +96,22 @@ func castKey(key string) string {
 
 // redactStoredValue redacts one stored value; a JSON document stays valid
 // (a cut payload is not JSON and is redacted as text).
-func redactStoredValue(v string, kind int) string {
+func redactStoredValue(red Redactor, v string, kind int) string {
 	if kind == 0 {
-		return RedactText(v)
+		return red.RedactText(v)
 	}
 	var doc any
 	if err := json.Unmarshal([]byte(v), &doc); err != nil {
 		if kind == 2 {
 			return v
 		}
-		return RedactText(v)
+		return red.RedactText(v)
 	}
 	before, _ := json.Marshal(doc)
 	if kind == 1 {
-		doc = Redact(doc)
+		doc = red.Redact(doc)
 	} else {
-		doc = redactStrings(doc)
+		doc = redactStrings(red, doc)
 	}
 	after, err := json.Marshal(doc)
 	if err != nil || string(after) == string(before) {
@@ -129,18 +125,18 @@ func redactStoredValue(v string, kind int) string {
 
 // redactStrings redacts every string of a document and nothing else: the
 // keys are our own (an alert's), not n8n's.
-func redactStrings(v any) any {
+func redactStrings(red Redactor, v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, val := range t {
-			t[k] = redactStrings(val)
+			t[k] = redactStrings(red, val)
 		}
 	case []any:
 		for i, val := range t {
-			t[i] = redactStrings(val)
+			t[i] = redactStrings(red, val)
 		}
 	case string:
-		return RedactText(t)
+		return red.RedactText(t)
 	}
 	return v
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 func TestRetention(t *testing.T) {
@@ -27,7 +28,7 @@ func TestRetention(t *testing.T) {
 			}
 		}
 		record := func(exec, retryOf string) {
-			if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + exec,
+			if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + exec,
 				ExecutionID: exec, RetryOf: retryOf, Message: "boom", Payload: `{"big":"payload"}`}); err != nil {
 				t.Fatal(err)
 			}
@@ -101,16 +102,16 @@ func TestRetention(t *testing.T) {
 
 func TestSQLiteIsSingleInstance(t *testing.T) {
 	url := audittest.URL(t, "sqlite")
-	first, err := audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true})
+	first, err := audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true, Redactor: n8n.Redactor{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	_, err = audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true})
+	_, err = audit.Open(context.Background(), audit.Options{URL: url, Exclusive: true, Redactor: n8n.Redactor{}})
 	if err == nil || !containsAll(err.Error(), "another retryaudit process", "single-instance", "PostgreSQL") {
 		t.Errorf("a second serving process: %v", err)
 	}
-	reader, err := audit.Open(context.Background(), audit.Options{URL: url}) // migrate and check may open it
+	reader, err := audit.Open(context.Background(), audit.Options{URL: url, Redactor: n8n.Redactor{}}) // migrate and check may open it
 	if err != nil {
 		t.Errorf("a non-serving process: %v", err)
 	} else {
@@ -141,7 +142,7 @@ func TestRetentionKeepsWhatOthersReferTo(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:50",
+		res, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:50",
 			ExecutionID: "50", Message: "boom"})
 		if err != nil || res.Linked == nil {
 			t.Fatalf("record: %+v %v", res, err)

@@ -41,6 +41,9 @@ type Options struct {
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
 	Lookup ExecutionLookup
+	// Redactor hides credentials in what the store keeps of n8n's text;
+	// required (n8n.Redactor).
+	Redactor Redactor
 	// Metrics, when set, counts what the store does and keeps its gauges
 	// (outbox, review queue), read from the database in the background
 	// every GaugeInterval (default 15s) whatever the scrape rate.
@@ -81,6 +84,7 @@ type Store struct {
 	reviewAfter time.Duration
 	alertRepeat time.Duration
 	lookup      ExecutionLookup
+	redact      Redactor
 	metrics     *metrics.Metrics
 	now         func() time.Time
 	log         *slog.Logger
@@ -109,6 +113,9 @@ type Store struct {
 // Open connects to the database that opts names. It does not migrate: call
 // Migrate, or check SchemaCurrent, before serving.
 func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Redactor == nil {
+		return nil, errors.New("audit: Options.Redactor is required: text from n8n can carry credentials")
+	}
 	d, dsn, where, err := dataSource(opts.URL, opts.DataDir, opts.SQLiteSyncNormal)
 	if err != nil {
 		return nil, err
@@ -119,6 +126,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		reviewAfter: opts.ReviewAfter,
 		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
 		lookup:      opts.Lookup,
+		redact:      opts.Redactor,
 		metrics:     opts.Metrics,
 		now:         opts.Now,
 		log:         opts.Logger,

@@ -2,9 +2,23 @@ package audit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
+
+// Replacement stands for what a database cannot store: NUL (PostgreSQL's
+// text refuses it) and bytes that are not UTF-8.
+const Replacement = "\uFFFD"
+
+// CleanText returns s with NUL and invalid UTF-8 replaced by U+FFFD, and
+// whether it changed anything. Both databases then store the same text.
+func CleanText(s string) (string, bool) {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s, false
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, Replacement), "\x00", Replacement), true
+}
 
 // Truncate cuts s to at most n characters, marking the cut with "…".
 func Truncate(s string, n int) string {

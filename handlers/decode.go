@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // readBody reads the request body up to the configured limit. Over it, it
@@ -115,7 +116,7 @@ func (o *object) str(name string) string {
 // outcome's reason): credentials in it are redacted before anything keeps
 // it.
 func (o *object) text(name string) string {
-	return audit.RedactText(o.str(name))
+	return n8n.RedactText(o.str(name))
 }
 
 // id reads an id sent as a string or as a JSON integer (n8n sends both).

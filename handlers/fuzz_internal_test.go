@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // seedBodies adds the captured n8n payloads and hook bodies as seeds.
@@ -110,7 +111,7 @@ func FuzzOutcomeDecoder(f *testing.F) {
 		}
 		checkNoSilentRewrite(t, o, got)
 		reason := o.text("reason")
-		if again := audit.RedactText(reason); again != reason {
+		if again := n8n.RedactText(reason); again != reason {
 			t.Fatalf("a reason redacted twice changes: %q → %q", reason, again)
 		}
 	})
@@ -138,7 +139,7 @@ func FuzzErrorBody(f *testing.F) {
 			strings.ContainsRune(fmt.Sprint(b.value), utf8.RuneError) {
 			t.Fatalf("the decoder replaced what was sent: %q read as %v", raw, b.value)
 		}
-		r := audit.ParseErrorBody(b.sum, b.value)
+		r := n8n.ParseErrorTriggerBody(b.sum, b.value)
 		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {
 			t.Fatalf("report %+v", r)
 		}

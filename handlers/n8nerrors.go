@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 type errorIntakeResponse struct {
@@ -38,7 +39,7 @@ func (h *Handler) n8nError(c *gin.Context) {
 			"the body must be one JSON object, as n8n's Error Trigger emits it: "+problem, nil)
 		return
 	}
-	r := audit.ParseErrorBody(b.sum, b.value)
+	r := n8n.ParseErrorTriggerBody(b.sum, b.value)
 	r.OfInstance(c.GetString(ctxInstance))
 	if b.visible {
 		r.AddNote(audit.NoteVisible)

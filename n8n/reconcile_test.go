@@ -105,7 +105,7 @@ func TestReconcile(t *testing.T) {
 			claim(t, e.s, "order-30", "30")
 			e.fake.addRun("30", "webhook", "", "error", t0.Add(10*time.Second), 20*time.Second) // no error workflow ran
 			e.fake.addRun("31", "webhook", "", "error", t0.Add(10*time.Second), 20*time.Second) // the intake has it
-			if _, err := e.s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:31",
+			if _, err := e.s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:31",
 				ExecutionID: "31", Message: "reported"}); err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +300,7 @@ func intake(t *testing.T, s *audit.Store, payload string) audit.ErrorResult {
 	if err := dec.Decode(&v); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.RecordError(context.Background(), audit.ParseErrorPayload([]byte(payload), v))
+	res, err := s.RecordError(context.Background(), n8n.ParseErrorTrigger([]byte(payload), v))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	_ "github.com/lib/pq" // the PostgreSQL driver
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // DefaultPostgresURL is where tests look for PostgreSQL when
@@ -75,7 +76,6 @@ func Open(t testing.TB, dialect string, opts audit.Options) *audit.Store {
 	return OpenURL(t, opts)
 }
 
-// OpenURL opens and migrates the store opts names, closed when the test ends.
 // Patience is how long a test may wait for work to finish: the time left
 // before the test binary's deadline (go test -timeout), less a minute to
 // report, or ten minutes without one. The service's own waits (an API
@@ -91,11 +91,16 @@ func Patience(t testing.TB) time.Duration {
 	return 10 * time.Minute
 }
 
+// OpenURL opens and migrates the store opts names, closed when the test ends.
+// Without a Redactor in opts it uses n8n.Redactor, as the service does.
 func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
 	t.Helper()
 	ctx := context.Background()
 	if opts.DataDir == "" {
 		opts.DataDir = t.TempDir()
+	}
+	if opts.Redactor == nil {
+		opts.Redactor = n8n.Redactor{}
 	}
 	if opts.Batching.Wait == 0 {
 		// Tests race many claims on a busy machine to check what is

@@ -41,6 +41,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
 		GaugeInterval:    cfg.MetricsInterval,
 		AlertRepeat:      cfg.AlertRepeat,
+		Redactor:         n8n.Redactor{},
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, m)

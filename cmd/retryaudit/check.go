@@ -105,7 +105,7 @@ func (c *checker) runDrill(ctx context.Context, cfg config, a *app, base, token 
 		n.next = a.n8n
 	}
 	s, err := audit.Open(ctx, audit.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, ReviewAfter: cfg.ReviewAfter,
-		Lookup: n})
+		Lookup: n, Redactor: n8n.Redactor{}})
 	if err != nil {
 		c.line("drill", "", err)
 		return

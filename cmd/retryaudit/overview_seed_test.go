@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // seedOverview writes two weeks of a shop's and a billing system's
@@ -24,10 +25,10 @@ func seedOverview(t *testing.T, dataDir string) {
 	t.Helper()
 	end := time.Now()
 	clock := audittest.NewClock(end.Add(-14 * 24 * time.Hour).Truncate(time.Hour))
-	n8n := &lookup{execs: map[string]audit.N8NExecution{}}
+	api := &lookup{execs: map[string]audit.N8NExecution{}}
 	ctx := context.Background()
 	store, err := audit.Open(ctx, audit.Options{URL: "sqlite:" + filepath.Join(dataDir, "retryaudit.db"),
-		DataDir: dataDir, Now: clock.Now, Lookup: n8n, SQLiteSyncNormal: true})
+		DataDir: dataDir, Now: clock.Now, Lookup: api, SQLiteSyncNormal: true, Redactor: n8n.Redactor{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func seedOverview(t *testing.T, dataDir string) {
 			at(done.Add(3*time.Minute+20*time.Second), outcome(source, event, again.ExecutionID, audit.OutcomeDone, ""))
 		case r < 10: // a person pressed Retry on a run that stopped
 			retry := next()
-			n8n.add(audit.N8NExecution{ID: retry, WorkflowID: wf, Mode: "retry", RetryOf: first})
+			api.add(audit.N8NExecution{ID: retry, WorkflowID: wf, Mode: "retry", RetryOf: first})
 			again := req
 			again.ExecutionID, again.RetryOf = retry, first
 			at(done.Add(10*time.Minute), claim(again))
@@ -118,7 +119,7 @@ func seedOverview(t *testing.T, dataDir string) {
 			at(done.Add(time.Duration(20+rnd.IntN(24*60))*time.Minute), resolve(source, event, first))
 		case r < 19: // the run failed in the CRM node: n8n's error workflow reports it
 			at(done, func() error {
-				_, err := store.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + first,
+				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + first,
 					ExecutionID: first, WorkflowID: wf, WorkflowName: name, Node: "Create order", Mode: "webhook",
 					Message: "ETIMEDOUT"})
 				return err
@@ -134,7 +135,7 @@ func seedOverview(t *testing.T, dataDir string) {
 		for j := range 6 {
 			id := next()
 			at(end.Add(-back+time.Duration(j)*7*time.Minute), func() error {
-				_, err := store.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + id,
+				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + id,
 					ExecutionID: id, WorkflowID: "stock", WorkflowName: "Stock sync", Node: "HTTP Request", Mode: "trigger",
 					Message: "429 Too Many Requests"})
 				return err

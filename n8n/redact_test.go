@@ -1,9 +1,7 @@
-package audit_test
+package n8n_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retryaudit/retryaudit/audit"
-	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // payloadDir holds the bodies captured from a real n8n 2.41.1.
@@ -185,7 +183,7 @@ func TestRedactRealShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := realPayload(t, tc.payload)
 			tc.plant(t, v, tc.secret)
-			out, err := json.Marshal(audit.Redact(v))
+			out, err := json.Marshal(n8n.Redact(v))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +197,7 @@ func TestRedactRealShapes(t *testing.T) {
 			}
 			// What the store keeps beside the payload: the summary fields.
 			raw, _ := json.Marshal(v)
-			r := audit.ParseErrorPayload(raw, v)
+			r := n8n.ParseErrorTrigger(raw, v)
 			if summary := r.Message + r.URL + r.WorkflowName + r.Node; strings.Contains(summary, tc.secret) {
 				t.Errorf("%s survived in the summary: %q", tc.secret, summary)
 			}
@@ -213,18 +211,18 @@ func TestRedactRealShapes(t *testing.T) {
 func TestRedactHeaderLists(t *testing.T) {
 	tests := []struct{ in, want []any }{
 		{[]any{"Content-Type", "application/json", "X-Api-Key", "abc123", "Location", "https://h.example/?token=t1"},
-			[]any{"Content-Type", "application/json", "X-Api-Key", audit.Redacted, "Location", "https://h.example/?token=" + audit.Redacted}},
+			[]any{"Content-Type", "application/json", "X-Api-Key", n8n.Redacted, "Location", "https://h.example/?token=" + n8n.Redacted}},
 		{[]any{"accept: */*", "X-Shop-Account:  plain1", "Authorization:Bearer x"},
-			[]any{"accept: */*", "X-Shop-Account:  " + audit.Redacted, "Authorization:" + audit.Redacted}},
-		{[]any{"X-Api-Key", "abc123", "Accept"}, []any{"X-Api-Key", audit.Redacted, "Accept"}},
+			[]any{"accept: */*", "X-Shop-Account:  " + n8n.Redacted, "Authorization:" + n8n.Redacted}},
+		{[]any{"X-Api-Key", "abc123", "Accept"}, []any{"X-Api-Key", n8n.Redacted, "Accept"}},
 		{[]any{"Accept", ""}, []any{"Accept", ""}},
 	}
 	for _, tc := range tests {
-		got := audit.Redact(map[string]any{"rawHeaders": tc.in}).(map[string]any)["rawHeaders"]
+		got := n8n.Redact(map[string]any{"rawHeaders": tc.in}).(map[string]any)["rawHeaders"]
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Redact(%q)\n  = %q\n want %q", tc.in, got, tc.want)
 		}
-		if again := audit.Redact(map[string]any{"rawHeaders": got}).(map[string]any)["rawHeaders"]; !reflect.DeepEqual(again, got) {
+		if again := n8n.Redact(map[string]any{"rawHeaders": got}).(map[string]any)["rawHeaders"]; !reflect.DeepEqual(again, got) {
 			t.Errorf("not idempotent: %q → %q", got, again)
 		}
 	}
@@ -233,7 +231,7 @@ func TestRedactHeaderLists(t *testing.T) {
 func TestRedactDoesNotChangeItsInput(t *testing.T) {
 	v := realPayload(t, "error-01-first-delivery.json")
 	at(t, v, "execution", "error", "context", "request", "headers")["authorization"] = "Bearer x-123456"
-	audit.Redact(v)
+	n8n.Redact(v)
 	if at(t, v, "execution", "error", "context", "request", "headers")["authorization"] != "Bearer x-123456" {
 		t.Error("Redact changed its input")
 	}
@@ -265,7 +263,7 @@ func TestRedactText(t *testing.T) {
 		{"author: Jane, authentication: none", "author: Jane, authentication: none"},
 	}
 	for _, tc := range tests {
-		if got := audit.RedactText(tc.in); got != tc.want {
+		if got := n8n.RedactText(tc.in); got != tc.want {
 			t.Errorf("RedactText(%q)\n  = %q\n want %q", tc.in, got, tc.want)
 		}
 	}
@@ -280,7 +278,7 @@ func TestSensitiveName(t *testing.T) {
 		"name": false, "author": false, "authentication": false, "event_id": false, "monkey": false,
 		"passenger": false, "keyword": false, "url": false, "message": false,
 	} {
-		if got := audit.SensitiveName(name); got != want {
+		if got := n8n.SensitiveName(name); got != want {
 			t.Errorf("SensitiveName(%q) = %v, want %v", name, got, want)
 		}
 	}
@@ -330,13 +328,13 @@ func FuzzRedactText(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		out := audit.RedactText(in)
-		if again := audit.RedactText(out); again != out {
+		out := n8n.RedactText(in)
+		if again := n8n.RedactText(out); again != out {
 			t.Fatalf("not idempotent:\n in    %q\n once  %q\n twice %q", in, out, again)
 		}
-		if limit := len(in) + strings.Count(out, audit.Redacted)*len(audit.Redacted); len(out) > limit {
+		if limit := len(in) + strings.Count(out, n8n.Redacted)*len(n8n.Redacted); len(out) > limit {
 			t.Fatalf("output of %d bytes for %d of input and %d marks: %q → %q", len(out), len(in),
-				strings.Count(out, audit.Redacted), in, out)
+				strings.Count(out, n8n.Redacted), in, out)
 		}
 	})
 }
@@ -358,16 +356,16 @@ func FuzzRedact(f *testing.F) {
 		if json.Unmarshal(raw, &v) != nil {
 			return
 		}
-		once := audit.Redact(v)
-		if twice := audit.Redact(once); !reflect.DeepEqual(once, twice) {
+		once := n8n.Redact(v)
+		if twice := n8n.Redact(once); !reflect.DeepEqual(once, twice) {
 			t.Fatalf("not idempotent:\n once  %v\n twice %v", once, twice)
 		}
 	})
 }
 
-// FuzzParseErrorPayload: any JSON object n8n could send is parsed without
+// FuzzParseErrorTrigger: any JSON object n8n could send is parsed without
 // panic into a report with clean text and a bounded, redacted payload.
-func FuzzParseErrorPayload(f *testing.F) {
+func FuzzParseErrorTrigger(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(payloadDir, "*.json"))
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
@@ -383,7 +381,7 @@ func FuzzParseErrorPayload(f *testing.F) {
 		if dec.Decode(&v) != nil || v == nil {
 			return
 		}
-		r := audit.ParseErrorPayload(raw, v)
+		r := n8n.ParseErrorTrigger(raw, v)
 		if r.Kind == "" || r.DedupeKey == "" || len(r.Payload) > audit.MaxStoredPayload {
 			t.Fatalf("report %+v", r)
 		}
@@ -392,124 +390,8 @@ func FuzzParseErrorPayload(f *testing.F) {
 				t.Fatalf("unclean text %q", s)
 			}
 		}
-		if again := audit.ParseErrorPayload(raw, v); again.DedupeKey != r.DedupeKey {
+		if again := n8n.ParseErrorTrigger(raw, v); again.DedupeKey != r.DedupeKey {
 			t.Fatalf("the dedupe key changed on a second parse: %s, %s", r.DedupeKey, again.DedupeKey)
-		}
-	})
-}
-
-// TestRedactStored: what an earlier version stored unredacted is redacted
-// once, and the alert rows stay valid.
-func TestRedactStored(t *testing.T) {
-	audittest.Each(t, func(t *testing.T, dialect string) {
-		ctx := context.Background()
-		s := audittest.Open(t, dialect, audit.Options{})
-		db := s.DB()
-		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "old-1", ExecutionID: "1"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:1",
-			ExecutionID: "1", Message: "boom", Payload: `{"headers":{"x":"y"}}`}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.RecordError(ctx, audit.ErrorReport{Kind: audit.ErrorTrigger, DedupeKey: "sha256:1",
-			WorkflowID: "poll", Node: "RSS", Message: "boom"}); err != nil {
-			t.Fatal(err)
-		}
-		// As an earlier version left them:
-		for _, q := range []string{
-			`UPDATE n8n_errors SET message = 'Authorization: Bearer old-secret-01', payload = '{"headers": {"authorization": "old-secret-02"}}'`,
-			`UPDATE event_history SET message = 'failed: password=old-secret-03' WHERE kind = 'error'`,
-			`UPDATE outbox SET payload = replace(payload, '"boom"', '"token=old-secret-04"')`,
-			`UPDATE n8n_errors SET workflow_name = 'sync api_key=old-secret-05', node = 'GET ?token=old-secret-06'`,
-			`UPDATE event_history SET workflow_name = 'sync api_key=old-secret-07', node = 'Bearer old-secret-08'`,
-			`UPDATE executions SET workflow_name = 'https://u:old-secret-09@crm.example/'`,
-			`UPDATE alert_groups SET node = 'password=old-secret-10'`,
-		} {
-			if _, err := db.Exec(q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		n, err := s.RedactStored(ctx)
-		if err != nil || n < 10 {
-			t.Fatalf("changed %d, %v", n, err)
-		}
-		var dump []string
-		for _, q := range []string{`SELECT message || payload || workflow_name || node FROM n8n_errors`,
-			`SELECT message || workflow_name || node FROM event_history`, `SELECT payload FROM outbox`,
-			`SELECT workflow_name FROM executions`, `SELECT node FROM alert_groups`} {
-			var vals []string
-			if err := db.Select(&vals, q); err != nil {
-				t.Fatal(err)
-			}
-			dump = append(dump, vals...)
-		}
-		all := strings.Join(dump, "\n")
-		for i := 1; i <= 10; i++ {
-			secret := fmt.Sprintf("old-secret-%02d", i)
-			if strings.Contains(all, secret) {
-				t.Errorf("%s stays:\n%s", secret, all)
-			}
-		}
-		var payloads []string
-		db.Select(&payloads, `SELECT payload FROM outbox`)
-		for _, p := range payloads {
-			if !json.Valid([]byte(p)) {
-				t.Errorf("an alert row is no longer JSON: %s", p)
-			}
-		}
-		if again, err := s.RedactStored(ctx); err != nil || again != 0 {
-			t.Errorf("a second pass changed %d (%v): it runs once per version", again, err)
-		}
-	})
-}
-
-// TestNamesAreRedacted: a workflow's or a node's name that holds a
-// credential is stored redacted, from a claim and from an error, in every
-// table that keeps it.
-func TestNamesAreRedacted(t *testing.T) {
-	audittest.Each(t, func(t *testing.T, dialect string) {
-		ctx := context.Background()
-		s := audittest.Open(t, dialect, audit.Options{})
-		name, node := "Sync api_key=name-secret-1", "GET https://u:node-secret-2@crm.example/"
-		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "n-1", ExecutionID: "1",
-			WorkflowName: name, Node: node}); err != nil {
-			t.Fatal(err)
-		}
-		if _, errs := s.ClaimTogether(ctx, []audit.ClaimRequest{{Source: "shop", EventID: "n-2", ExecutionID: "2",
-			WorkflowName: name, Node: node}}); errs[0] != nil {
-			t.Fatal(errs[0])
-		}
-		v := map[string]any{"execution": map[string]any{"id": "1", "mode": "webhook", "lastNodeExecuted": node,
-			"error": map[string]any{"message": "boom", "node": map[string]any{"name": node}}},
-			"workflow": map[string]any{"id": "w", "name": name}}
-		for _, r := range []audit.ErrorReport{
-			audit.ParseErrorPayload([]byte("an execution error"), v),
-			// Built by hand, as reconciliation does: the store redacts too.
-			{Kind: audit.ErrorTrigger, DedupeKey: "sha256:t", WorkflowID: "w", WorkflowName: name, Node: node, Message: "boom"},
-		} {
-			if _, err := s.RecordError(ctx, r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var dump []string
-		for _, q := range []string{`SELECT workflow_name || ' ' || node FROM n8n_errors`,
-			`SELECT workflow_name || ' ' || node FROM event_history`, `SELECT workflow_name FROM executions`,
-			`SELECT node FROM alert_groups`, `SELECT payload FROM outbox`} {
-			var vals []string
-			if err := s.DB().Select(&vals, q); err != nil {
-				t.Fatal(err)
-			}
-			dump = append(dump, vals...)
-		}
-		all := strings.Join(dump, "\n")
-		for _, secret := range []string{"name-secret-1", "node-secret-2"} {
-			if strings.Contains(all, secret) {
-				t.Errorf("%s is stored:\n%s", secret, all)
-			}
-		}
-		if !strings.Contains(all, "Sync api_key=[redacted]") || !strings.Contains(all, "GET https://u:[redacted]@crm.example/") {
-			t.Errorf("the names are lost:\n%s", all)
 		}
 	})
 }

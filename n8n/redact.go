@@ -1,4 +1,4 @@
-package audit
+package n8n
 
 import (
 	"regexp"
@@ -151,3 +151,21 @@ func empty(v any) bool {
 	}
 	return false
 }
+
+// RedactionVersion names the redaction rules of this package. Raise it when
+// they grow: the store then passes what it kept before through the new rules
+// once (audit.Store.RedactStored).
+const RedactionVersion = "3"
+
+// Redactor is the audit.Redactor that applies this package's rules: the
+// store passes every text from n8n that it keeps through it.
+type Redactor struct{}
+
+// RedactText applies the package's RedactText.
+func (Redactor) RedactText(s string) string { return RedactText(s) }
+
+// Redact applies the package's Redact.
+func (Redactor) Redact(v any) any { return Redact(v) }
+
+// Version returns RedactionVersion.
+func (Redactor) Version() string { return RedactionVersion }

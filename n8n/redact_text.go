@@ -1,4 +1,4 @@
-package audit
+package n8n
 
 import (
 	"encoding/base64"
