@@ -21,7 +21,7 @@ test-quick:
 	go test -race -count=1 ./...
 
 bench:
-	go test -run '^$$' -bench . -benchtime 2000x ./audit/
+	go test -run '^$$' -bench . -benchtime 2000x ./audit/store/
 	go test -run '^$$' -bench ClaimDuringFailedSignIns -benchtime 1000x ./handlers/
 	RETRYAUDIT_BENCH_EVENTS=1000000 go test -run '^$$' -bench Overview -benchtime 20x -timeout 30m ./handlers/
 

@@ -14,7 +14,6 @@ package audit
 
 import (
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"strconv"
 	"time"
@@ -50,7 +49,7 @@ func (d Decision) Process() bool {
 
 // rank orders decisions for the top level of a multi-item claim: the most
 // actionable one wins.
-func (d Decision) rank() int {
+func (d Decision) Rank() int {
 	switch d {
 	case DecisionClaimed:
 		return 5
@@ -131,34 +130,3 @@ const (
 // DoubleStartWindow is how close two deliveries of one call must be to be
 // taken for n8n starting twice (seen 20–155 ms apart).
 const DoubleStartWindow = 2 * time.Second
-
-// previousDelivery is what a redelivery is compared with: the workflow of
-// the event's first delivery, and the delivery id and time of its last one.
-type previousDelivery struct {
-	FirstWorkflowID string       `db:"first_workflow_id"`
-	LastDeliveryID  string       `db:"last_delivery_id"`
-	LastAt          sql.NullTime `db:"last_presented_at"`
-	Fingerprint     string       `db:"fingerprint"`
-}
-
-// classify says why a new execution of workflowID presented a known key,
-// given what the entry says of the deliveries before.
-func classify(d Decision, lineage bool, prev previousDelivery, deliveryID, workflowID, fingerprint string, now time.Time) Class {
-	switch {
-	case lineage:
-		return ClassManualRetry
-	case d == DecisionReclaimed:
-		return ClassAfterFailure
-	case prev.FirstWorkflowID != "" && workflowID != "" && workflowID != prev.FirstWorkflowID:
-		return ClassParallelWorkflows
-	}
-	soon := prev.LastAt.Valid && now.Sub(prev.LastAt.Time) <= DoubleStartWindow
-	samePrint := fingerprint == "" || prev.Fingerprint == "" || fingerprint == prev.Fingerprint
-	switch {
-	case deliveryID != "" && deliveryID == prev.LastDeliveryID && soon:
-		return ClassDoubleStart
-	case deliveryID == "" && prev.LastDeliveryID == "" && samePrint && soon:
-		return ClassDoubleStart
-	}
-	return ClassSenderRetry
-}

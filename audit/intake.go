@@ -81,7 +81,7 @@ func DefaultMessage(kind string, keys []string) string {
 // stored returns the report as the store keeps it, whoever built it: every
 // text valid UTF-8 without NUL; the message, the URL and the workflow's and
 // the node's names redacted.
-func (r N8NErrorReport) stored(red Redactor) N8NErrorReport {
+func (r N8NErrorReport) Stored(red Redactor) N8NErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
 		&r.Mode, &r.Node, &r.Message, &r.HTTPCode, &r.URL, &r.Payload, &r.Note} {

@@ -1,10 +1,7 @@
 package audit
 
 import (
-	"context"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // DeadConfigPrefix starts the reason of a row dead-lettered for an error that
@@ -16,70 +13,10 @@ const DeadConfigPrefix = "configuration: "
 // configuration changed; older ones stay as they are, visible on the pages.
 const ResendWindow = 24 * time.Hour
 
-// resendable selects the rows a configuration change can make sendable.
-const resendable = `created_at >= :since AND (state = 'unconfigured'
-	OR (state = 'dead' AND last_error LIKE :config_errors))`
-
-const fingerprintState = "slack.fingerprint"
-
-// ResendAfterChange records the fingerprint of the Slack configuration (a
-// hash of token, channel or webhook: never the secret itself) and, when it
-// differs from the one recorded before, queues again the rows of the last
-// ResendWindow that were not sent for want of a working configuration. They
-// go out oldest first, paced like any other. Of several instances starting
-// with the new configuration, one queues them. An empty fingerprint means
-// Slack is not configured: it is recorded, nothing is queued.
-func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int, error) {
-	now := s.now()
-	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		n = 0
-		var name string
-		changed, err := s.namedGet(ctx, tx, &name, "record Slack fingerprint", `INSERT INTO service_state (name, value, updated_at)
-			VALUES (:name, :value, :now)
-			ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
-			WHERE service_state.value <> excluded.value
-			RETURNING name`, map[string]any{"name": fingerprintState, "value": fingerprint, "now": s.d.t(now)})
-		if err != nil || !changed || fingerprint == "" {
-			return err
-		}
-		n, err = s.namedExec(ctx, tx, "queue alerts again", `UPDATE outbox SET state = 'pending', due_at = :now,
-			attempts = 0, lease_owner = '', lease_until = NULL,
-			last_error = :why WHERE `+resendable, map[string]any{"now": s.d.t(now), "since": s.d.t(now.Add(-ResendWindow)),
-			"config_errors": DeadConfigPrefix + "%", "why": "queued again: the Slack configuration changed"})
-		return err
-	})
-	if n > 0 {
-		s.nudge()
-	}
-	return int(n), err
-}
-
 // Waiting counts the alerts that wait to be sent.
 type Waiting struct {
 	Pending int // due now or later, or being sent
 	// Resend is how many more the next start queues again, because the
 	// configuration differs from the one they failed with.
 	Resend int
-}
-
-// WaitingAlerts counts what waits to be sent with the Slack configuration
-// whose fingerprint is given.
-func (s *Store) WaitingAlerts(ctx context.Context, fingerprint string) (Waiting, error) {
-	var w Waiting
-	if err := s.get(ctx, s.db, &w.Pending, "count outbox",
-		`SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')`); err != nil {
-		return w, err
-	}
-	stored, err := s.State(ctx, fingerprintState)
-	if err != nil || stored == fingerprint || fingerprint == "" {
-		return w, err
-	}
-	query, args, err := bindNamed(`SELECT count(*) FROM outbox WHERE `+resendable,
-		map[string]any{"since": s.d.t(s.now().Add(-ResendWindow)), "config_errors": DeadConfigPrefix + "%"})
-	if err != nil {
-		return w, &Error{Code: CodeInternal, Message: "bind count", Err: err}
-	}
-	err = s.get(ctx, s.db, &w.Resend, "count outbox", query, args...)
-	return w, err
 }

@@ -1,11 +1,5 @@
 package audit
 
-import (
-	"context"
-
-	"github.com/jmoiron/sqlx"
-)
-
 // ThreadRoot is where the first message of a thread of alerts went, in the
 // terms of the notifier that posted it: the store keeps Destination and
 // MessageID as opaque strings, so that the notifier can reply to that
@@ -15,39 +9,4 @@ type ThreadRoot struct {
 	Destination string `db:"channel"`
 	MessageID   string `db:"ts"`
 	RowID       int64  `db:"root_outbox_id"` // the outbox row that posted it
-}
-
-// saveRoot remembers a thread's root in the caller's transaction; the first
-// one kept wins.
-func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r ThreadRoot) error {
-	_, err := s.namedExec(ctx, tx, "save thread root", `INSERT INTO slack_threads (thread_key, channel, ts,
-		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
-		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
-		"key": r.Key, "channel": r.Destination, "ts": r.MessageID, "root": r.RowID, "now": s.d.t(s.now()),
-	})
-	return err
-}
-
-// Root returns a thread's root and the alert its row told; ok is false when
-// the thread has none (its first message was never sent, or was sent where
-// messages have no threads).
-func (s *Store) Root(ctx context.Context, key string) (ThreadRoot, Alert, bool, error) {
-	var r ThreadRoot
-	err := s.get(ctx, s.db, &r, "read thread root", `SELECT thread_key, channel, ts, root_outbox_id
-		FROM slack_threads WHERE thread_key = ?`, key)
-	if isNoRows(err) {
-		return r, Alert{}, false, nil
-	}
-	if err != nil {
-		return r, Alert{}, false, err
-	}
-	var row OutboxRow
-	if err := s.get(ctx, s.db, &row, "read thread root", selectOutbox+` WHERE id = ?`, r.RowID); err != nil {
-		return r, Alert{}, false, err
-	}
-	a, err := row.Alert()
-	if err != nil {
-		return r, Alert{}, false, &Error{Code: CodeInternal, Message: "decode alert", Err: err}
-	}
-	return r, a, true, nil
 }

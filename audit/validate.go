@@ -144,7 +144,7 @@ func (f EventFilter) Validate() error {
 		errs.Add("status", "must be processing, done or failed")
 	}
 	if f.Cursor != "" {
-		if _, source, eventID, err := decodeCursor(f.Cursor); err != nil || ValidateKey(source, eventID) != nil {
+		if _, source, eventID, err := DecodeCursor(f.Cursor); err != nil || ValidateKey(source, eventID) != nil {
 			errs.Add("cursor", "not a cursor this service returned")
 		}
 	}

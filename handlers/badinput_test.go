@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -16,7 +17,7 @@ import (
 // answer and that nothing was written.
 func TestBadInput(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		s := newServer(t, dialect, func(c *handlers.Config, _ *audit.Options) { c.MaxBody = 4096 })
+		s := newServer(t, dialect, func(c *handlers.Config, _ *store.Options) { c.MaxBody = 4096 })
 		long := strings.Repeat("x", 501)
 		tests := []struct {
 			name   string
@@ -125,7 +126,7 @@ func TestDatabaseDown(t *testing.T) {
 		if dialect == "postgres" {
 			url, cut = audittest.Proxy(t, url)
 		}
-		store := audittest.OpenURL(t, audit.Options{URL: url})
+		store := audittest.OpenURL(t, store.Options{URL: url})
 		s := startServer(t, handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"}})
 		s.claim(t, claimBody("shop", "before", "1"))
 		if cut != nil {

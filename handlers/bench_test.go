@@ -20,6 +20,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -28,8 +29,8 @@ import (
 func BenchmarkClaimHTTP(b *testing.B) {
 	for _, dialect := range audittest.Dialects {
 		b.Run(dialect, func(b *testing.B) {
-			store := audittest.Open(b, dialect, audit.Options{})
-			h, err := handlers.New(handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"}})
+			st := audittest.Open(b, dialect, store.Options{})
+			h, err := handlers.New(handlers.Config{Store: st, Token: testToken, Links: audit.Links{BaseURL: "http://x"}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,9 +70,9 @@ func BenchmarkClaimHTTP(b *testing.B) {
 func BenchmarkClaimDuringFailedSignIns(b *testing.B) {
 	for _, dialect := range audittest.Dialects {
 		b.Run(dialect, func(b *testing.B) {
-			store := audittest.Open(b, dialect, audit.Options{})
+			st := audittest.Open(b, dialect, store.Options{})
 			hash, _ := bcrypt.GenerateFromPassword([]byte("a real password"), bcrypt.DefaultCost)
-			h, err := handlers.New(handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"},
+			h, err := handlers.New(handlers.Config{Store: st, Token: testToken, Links: audit.Links{BaseURL: "http://x"},
 				UI: handlers.UIConfig{Users: map[string][]byte{"admin": hash},
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}})
 			if err != nil {
@@ -188,16 +189,16 @@ func BenchmarkOverview(b *testing.B) {
 		n = v
 	}
 	for _, dialect := range audittest.Dialects {
-		var store *audit.Store // seeded once: the sub-benchmark runs more than once
+		var st *store.Store // seeded once: the sub-benchmark runs more than once
 		parent := b
 		b.Run(dialect, func(b *testing.B) {
-			if store == nil {
-				store = audittest.Open(parent, dialect, audit.Options{})
+			if st == nil {
+				st = audittest.Open(parent, dialect, store.Options{})
 				start := time.Now()
-				seedOverview(b, store, dialect, n)
+				seedOverview(b, st, dialect, n)
 				b.Logf("seeded %d events in %v", n, time.Since(start).Round(time.Second))
 			}
-			cfg := handlers.Config{Store: store, Token: testToken, Links: audit.Links{BaseURL: "http://x"}}
+			cfg := handlers.Config{Store: st, Token: testToken, Links: audit.Links{BaseURL: "http://x"}}
 			withUI(&cfg, nil)
 			h, err := handlers.New(cfg)
 			if err != nil {
@@ -350,9 +351,9 @@ func sqliteAgo(seconds string) string {
 	return `strftime('%Y-%m-%dT%H:%M:%f000Z', 'now', '-' || (` + seconds + `) || ' seconds')`
 }
 
-func seedOverview(b *testing.B, store *audit.Store, dialect string, n int) {
+func seedOverview(b *testing.B, st *store.Store, dialect string, n int) {
 	b.Helper()
-	db := store.DB()
+	db := st.DB()
 	for _, q := range overviewSeed[dialect] {
 		var args []any
 		if strings.Contains(q, "$1") || strings.Contains(q, "?") {
@@ -362,7 +363,7 @@ func seedOverview(b *testing.B, store *audit.Store, dialect string, n int) {
 			b.Fatalf("seed: %v\n%s", err, q)
 		}
 	}
-	if err := store.CompactStats(context.Background()); err != nil {
+	if err := st.CompactStats(context.Background()); err != nil {
 		b.Fatalf("compact: %v", err)
 	}
 	if dialect == "postgres" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -42,7 +43,7 @@ func TestFence(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		t.Run("a refused done is alerted, once, and the stale detector stays quiet", func(t *testing.T) {
 			clock := audittest.NewClock(time.Now())
-			s := newServer(t, dialect, func(_ *handlers.Config, o *audit.Options) {
+			s := newServer(t, dialect, func(_ *handlers.Config, o *store.Options) {
 				o.Now, o.ReviewAfter = clock.Now, time.Minute
 			})
 			s.claim(t, claimBody("shop", "f1", "A"))

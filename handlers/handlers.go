@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 )
 
 // Config is what the handlers need; cmd/retryaudit fills it.
 type Config struct {
-	Store *audit.Store
+	Store *store.Store
 	Links audit.Links
 	Token string // the /v1 bearer token of the default n8n instance
 	// Instances are the other n8n instances and their tokens; each needs
@@ -51,7 +52,7 @@ type Config struct {
 // Handler serves every route.
 type Handler struct {
 	cfg    Config
-	store  *audit.Store
+	store  *store.Store
 	links  audit.Links
 	log    *slog.Logger
 	pages  *pages

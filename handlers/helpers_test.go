@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 	"github.com/retryaudit/retryaudit/metrics"
 )
@@ -21,15 +22,15 @@ const testToken = "test-token-0123456789"
 // server is the service's HTTP surface on a fresh store.
 type server struct {
 	*httptest.Server
-	store  *audit.Store
+	store  *store.Store
 	client *http.Client
 }
 
 // newServer starts the handlers on a fresh database of the dialect. edit,
 // when given, changes the configuration first.
-func newServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *audit.Options)) *server {
+func newServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *store.Options)) *server {
 	t.Helper()
-	opts := audit.Options{}
+	opts := store.Options{}
 	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), ServeMetrics: true,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	for _, e := range edit {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -40,8 +41,8 @@ func (f *fakeLookup) Execution(_ context.Context, id string) (audit.N8NExecution
 	return x, nil
 }
 
-func withLookup(l audit.ExecutionLookup) func(*handlers.Config, *audit.Options) {
-	return func(_ *handlers.Config, o *audit.Options) { o.Lookup = l }
+func withLookup(l audit.ExecutionLookup) func(*handlers.Config, *store.Options) {
+	return func(_ *handlers.Config, o *store.Options) { o.Lookup = l }
 }
 
 // apiErr returns the error object of an answer.

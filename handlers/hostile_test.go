@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -205,7 +206,7 @@ func crafted(raw string) string { return base64.RawURLEncoding.EncodeToString([]
 // to it is.
 func TestOversizedErrorPayloads(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		s := newServer(t, dialect, func(c *handlers.Config, _ *audit.Options) {
+		s := newServer(t, dialect, func(c *handlers.Config, _ *store.Options) {
 			c.MaxBody, c.MaxErrorBody = 1<<20, 3<<20
 		})
 		s.claim(t, claimBody("shop", "big-1", "801"))
@@ -253,7 +254,7 @@ func TestOversizedErrorPayloads(t *testing.T) {
 // TestBodyBudget: while bodies being read fill the budget, another request
 // with a body is answered 503 with Retry-After before it is read.
 func TestBodyBudget(t *testing.T) {
-	s := newServer(t, "sqlite", func(c *handlers.Config, _ *audit.Options) {
+	s := newServer(t, "sqlite", func(c *handlers.Config, _ *store.Options) {
 		c.MaxBody, c.MaxErrorBody, c.BodyBudget = 1<<20, 1<<20, 1<<20
 	})
 	pr, pw := io.Pipe()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -14,7 +15,7 @@ const stagingToken = "staging-token-0123456789"
 
 // withStaging adds a second n8n instance, "staging", with its own token and
 // editor.
-func withStaging(c *handlers.Config, _ *audit.Options) {
+func withStaging(c *handlers.Config, _ *store.Options) {
 	c.Instances = []handlers.Instance{{Name: "staging", Token: stagingToken}}
 	c.Links.N8NEditorURL = "https://n8n.example"
 	c.Links.Instances = map[string]string{"staging": "https://n8n-staging.example"}

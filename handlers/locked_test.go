@@ -14,7 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -30,9 +30,9 @@ import (
 // 500 ms, is a quarter of it). (SQLite has no row locks: this is
 // PostgreSQL's case.)
 func TestLockedRowStarvesNothing(t *testing.T) {
-	lockTimeout := audit.DefaultLockTimeout
-	s := newServer(t, "postgres", func(_ *handlers.Config, o *audit.Options) {
-		o.LockTimeout, o.Batching.Wait = lockTimeout, audit.DefaultQueueWait
+	lockTimeout := store.DefaultLockTimeout
+	s := newServer(t, "postgres", func(_ *handlers.Config, o *store.Options) {
+		o.LockTimeout, o.Batching.Wait = lockTimeout, store.DefaultQueueWait
 	})
 	s.claim(t, claimBody("shop", "locked-1", "1"))
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -79,7 +79,7 @@ func TestMetrics(t *testing.T) {
 // reach the database: the gauges come from the background refresh.
 func TestMetricsScrapesDoNotCount(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		s := newServer(t, dialect, func(_ *handlers.Config, o *audit.Options) { o.GaugeInterval = time.Hour })
+		s := newServer(t, dialect, func(_ *handlers.Config, o *store.Options) { o.GaugeInterval = time.Hour })
 		before := s.scrape(t, "retryaudit_gauge_refreshes_total")
 		if before < 1 {
 			t.Fatalf("no refresh at start: %v", before)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -83,7 +84,7 @@ func TestOverview(t *testing.T) {
 		clock := audittest.NewClock(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
 		n8n := newFakeLookup()
 		n8n.add("x9", "retry", "x8")
-		s := newServer(t, dialect, withUI, withLookup(n8n), func(c *handlers.Config, o *audit.Options) {
+		s := newServer(t, dialect, withUI, withLookup(n8n), func(c *handlers.Config, o *store.Options) {
 			c.Now, o.Now = clock.Now, clock.Now
 		})
 		seedHistory(t, s, clock)

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -26,7 +26,7 @@ const (
 	hostileName   = `<img src=x onerror=alert(1)>`
 )
 
-func withUI(c *handlers.Config, _ *audit.Options) {
+func withUI(c *handlers.Config, _ *store.Options) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte(alicePassword), bcrypt.MinCost)
 	bob, _ := bcrypt.GenerateFromPassword([]byte("bob's password"), bcrypt.MinCost)
 	c.UI = handlers.UIConfig{Users: map[string][]byte{"alice": hash, "bob": bob}}
@@ -179,7 +179,7 @@ func TestPagesSignIn(t *testing.T) {
 }
 
 func TestPagesTrustHeader(t *testing.T) {
-	s := newServer(t, "sqlite", func(c *handlers.Config, o *audit.Options) {
+	s := newServer(t, "sqlite", func(c *handlers.Config, o *store.Options) {
 		withUI(c, o)
 		c.UI.TrustHeader = "X-Forwarded-User"
 		c.UI.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
@@ -297,7 +297,7 @@ func TestResolutionForm(t *testing.T) {
 
 func TestListCountsAreCachedBriefly(t *testing.T) {
 	clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-	s := newServer(t, "sqlite", func(c *handlers.Config, o *audit.Options) {
+	s := newServer(t, "sqlite", func(c *handlers.Config, o *store.Options) {
 		withUI(c, o)
 		c.Now = clock.Now
 	})

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -41,7 +41,7 @@ func (s *syncBuffer) String() string {
 func TestFailedSignInsAreLimited(t *testing.T) {
 	clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
 	logs := &syncBuffer{}
-	s := newServer(t, "sqlite", func(c *handlers.Config, o *audit.Options) {
+	s := newServer(t, "sqlite", func(c *handlers.Config, o *store.Options) {
 		withUI(c, o)
 		c.Now = clock.Now
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -107,7 +107,7 @@ func TestFailedSignInsAreLimited(t *testing.T) {
 // over many addresses and names still meet the limit for everyone.
 func TestFailedSignInsOfEveryoneAreLimited(t *testing.T) {
 	clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-	s := newServer(t, "sqlite", func(c *handlers.Config, o *audit.Options) {
+	s := newServer(t, "sqlite", func(c *handlers.Config, o *store.Options) {
 		withUI(c, o)
 		c.Now = clock.Now
 		c.UI.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}

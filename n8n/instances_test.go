@@ -7,6 +7,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 )
@@ -18,7 +19,7 @@ import (
 func TestReconcileInstances(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		clock := audittest.NewClock(t0)
-		s := audittest.Open(t, dialect, audit.Options{Now: clock.Now})
+		s := audittest.Open(t, dialect, store.Options{Now: clock.Now})
 		prod, staging := newFakeN8N(t), newFakeN8N(t)
 		reconciler := func(f *fakeN8N, instance string) *n8n.Reconciler {
 			return &n8n.Reconciler{Client: n8n.New(f.url(), fakeKey, nil), Store: s, Log: slog.New(slog.DiscardHandler),

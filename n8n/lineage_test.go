@@ -8,10 +8,11 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
-func claim(t *testing.T, s *audit.Store, event, execution string) audit.ClaimResult {
+func claim(t *testing.T, s *store.Store, event, execution string) audit.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(context.Background(), audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: execution,
 		WorkflowID: "wf1"})
@@ -28,7 +29,7 @@ func TestLineage(t *testing.T) {
 		fake := newFakeN8N(t)
 		client := n8n.New(fake.url(), fakeKey, nil)
 		client.Timeout = 300 * time.Millisecond
-		s := audittest.Open(t, dialect, audit.Options{Lookup: client})
+		s := audittest.Open(t, dialect, store.Options{Lookup: client})
 		ctx := context.Background()
 
 		t.Run("a Retry of the holder that re-ran the claim is held", func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestLineage(t *testing.T) {
 
 		t.Run("a key n8n refuses is a redelivery", func(t *testing.T) {
 			bad := n8n.New(fake.url(), "wrong-key", nil)
-			s2 := audittest.Open(t, dialect, audit.Options{Lookup: bad})
+			s2 := audittest.Open(t, dialect, store.Options{Lookup: bad})
 			claim(t, s2, "order-6", "9000")
 			res := claim(t, s2, "order-6", "9001")
 			if res.Process || !strings.Contains(res.LineageNote, "refused the API key") {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 )
 
@@ -27,7 +28,7 @@ import (
 // execution twice harmless.
 type Reconciler struct {
 	Client  *Client
-	Store   *audit.Store
+	Store   *store.Store
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
 	// Grace leaves the error workflow time to report an execution that has

@@ -11,11 +11,12 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
-func errorsOf(t *testing.T, s *audit.Store, kind string) map[string]audit.ErrorRecord {
+func errorsOf(t *testing.T, s *store.Store, kind string) map[string]audit.ErrorRecord {
 	t.Helper()
 	var recs []audit.ErrorRecord
 	if err := s.DB().Select(&recs, s.DB().Rebind(`SELECT id, dedupe_key, received_at, kind, execution_id, retry_of,
@@ -32,7 +33,7 @@ func errorsOf(t *testing.T, s *audit.Store, kind string) map[string]audit.ErrorR
 
 // reconcileEnv is a store, a fake n8n, a clock and a reconciler of them.
 type reconcileEnv struct {
-	s       *audit.Store
+	s       *store.Store
 	fake    *fakeN8N
 	clock   *audittest.Clock
 	r       *n8n.Reconciler
@@ -45,7 +46,7 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 func newReconcileEnv(t *testing.T, dialect string) *reconcileEnv {
 	t.Helper()
 	e := &reconcileEnv{fake: newFakeN8N(t), clock: audittest.NewClock(t0), metrics: metrics.New()}
-	e.s = audittest.Open(t, dialect, audit.Options{Now: e.clock.Now})
+	e.s = audittest.Open(t, dialect, store.Options{Now: e.clock.Now})
 	e.r = &n8n.Reconciler{Client: n8n.New(e.fake.url(), fakeKey, nil), Store: e.s, Log: slog.New(slog.DiscardHandler),
 		Metrics: e.metrics, Grace: time.Minute, Lookback: time.Hour, Now: e.clock.Now}
 	return e
@@ -292,7 +293,7 @@ func TestReconcile(t *testing.T) {
 }
 
 // intake records a payload as the error intake does.
-func intake(t *testing.T, s *audit.Store, payload string) audit.ErrorResult {
+func intake(t *testing.T, s *store.Store, payload string) audit.ErrorResult {
 	t.Helper()
 	var v map[string]any
 	dec := json.NewDecoder(strings.NewReader(payload))

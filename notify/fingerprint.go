@@ -6,14 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // ConfigFingerprint identifies a Slack configuration (token and channel, or
 // webhook) without revealing it: an HMAC keyed with a secret kept in the
 // database, so that the stored value cannot confirm a guessed token. It is
 // "" when Slack is not configured.
-func ConfigFingerprint(ctx context.Context, s *audit.Store, n Notifier) (string, error) {
+func ConfigFingerprint(ctx context.Context, s *store.Store, n Notifier) (string, error) {
 	var config string
 	switch n := n.(type) {
 	case nil:

@@ -9,11 +9,12 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // triggerFailed records one failure of a polling trigger, as n8n reports
 // it: every payload differs (n8n's timestamp), the workflow and node do not.
-func triggerFailed(t *testing.T, s *audit.Store, i int) {
+func triggerFailed(t *testing.T, s *store.Store, i int) {
 	t.Helper()
 	if _, err := s.RecordError(context.Background(), audit.N8NErrorReport{Kind: audit.ErrorTrigger,
 		DedupeKey: fmt.Sprintf("sha256:%064d", i), WorkflowID: "wfPoll", WorkflowName: "Poll CRM orders",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/notify"
 )
 
@@ -77,7 +78,7 @@ func TestExactlyOnce(t *testing.T) {
 		}
 		b := r.instance(t, url)
 		var workers []*notify.Worker
-		for i, s := range []*audit.Store{r.store, r.store, b, b} {
+		for i, s := range []*store.Store{r.store, r.store, b, b} {
 			w := r.newWorker(t, s, false, fmt.Sprintf("instance-%d/worker-%d", i/2+1, i%2+1))
 			w.Lease = slow * 3 / 4 // shorter than a send: it must be renewed
 			workers = append(workers, w)

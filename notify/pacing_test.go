@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/notify"
 )
 
@@ -17,7 +17,7 @@ func twoInstances(t *testing.T, dialect string, perInstance int, interval time.D
 	r, url := newRigURL(t, dialect)
 	b := r.instance(t, url)
 	var workers []*notify.Worker
-	for i, s := range []*audit.Store{r.store, b} {
+	for i, s := range []*store.Store{r.store, b} {
 		for j := 0; j < perInstance; j++ {
 			w := r.newWorker(t, s, false, fmt.Sprintf("instance-%d/worker-%d", i+1, j+1))
 			w.MinInterval = interval

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/notify"
 )
 
@@ -66,7 +67,7 @@ func (s *syncBuffer) String() string {
 
 // rig is a store, a moving clock and a worker sending to a fake Slack.
 type rig struct {
-	store   *audit.Store
+	store   *store.Store
 	clock   *movingClock
 	worker  *notify.Worker
 	slack   *fakeSlack
@@ -79,16 +80,16 @@ func newRig(t *testing.T, dialect string, webhook bool) *rig {
 	t.Helper()
 	clock := newMovingClock()
 	r := &rig{clock: clock, slack: newFakeSlack(t, clock.Now), logs: &syncBuffer{}, links: links, timeout: 5 * time.Second}
-	r.store = audittest.Open(t, dialect, audit.Options{Now: clock.Now})
+	r.store = audittest.Open(t, dialect, store.Options{Now: clock.Now})
 	r.worker = r.newWorker(t, r.store, webhook, "worker-1")
 	t.Cleanup(func() { checkNoSecrets(t, r) })
 	return r
 }
 
 // instance opens one more store on the rig's database: another instance.
-func (r *rig) instance(t *testing.T, url string) *audit.Store {
+func (r *rig) instance(t *testing.T, url string) *store.Store {
 	t.Helper()
-	return audittest.OpenURL(t, audit.Options{URL: url, Now: r.clock.Now})
+	return audittest.OpenURL(t, store.Options{URL: url, Now: r.clock.Now})
 }
 
 // newRigURL is a rig on a database several stores share.
@@ -103,7 +104,7 @@ func newRigURL(t *testing.T, dialect string) (*rig, string) {
 	return r, url
 }
 
-func (r *rig) newWorker(t *testing.T, s *audit.Store, webhook bool, owner string) *notify.Worker {
+func (r *rig) newWorker(t *testing.T, s *store.Store, webhook bool, owner string) *notify.Worker {
 	t.Helper()
 	var n notify.Notifier = r.bot(botToken)
 	if webhook {
@@ -147,7 +148,7 @@ func (r *rig) unknown(t *testing.T, event string) {
 	unknownIn(t, r.store, event)
 }
 
-func unknownIn(t *testing.T, s *audit.Store, event string) {
+func unknownIn(t *testing.T, s *store.Store, event string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: "4711",

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // Thread is a Slack thread: the channel and ts of its first message, which
@@ -24,7 +25,7 @@ type ThreadStore interface {
 	Root(ctx context.Context, key string) (audit.ThreadRoot, audit.Alert, bool, error)
 }
 
-var _ ThreadStore = (*audit.Store)(nil)
+var _ ThreadStore = (*store.Store)(nil)
 
 // root is what the store keeps of a thread.
 func (t Thread) root() *audit.ThreadRoot {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // NotConfigured is the state text of alerts kept while no Slack is set up.
@@ -20,7 +21,7 @@ const NotConfigured = "not sent: Slack not configured"
 // that died mid-send) leaves the row marked maybe-sent, and the next attempt
 // looks for the message in the channel's history before posting again.
 type Worker struct {
-	Store    *audit.Store
+	Store    *store.Store
 	Notifier Notifier // nil when Slack is not configured
 	Renderer *Renderer
 	Log      *slog.Logger

@@ -22,7 +22,7 @@ import (
 
 	_ "github.com/lib/pq" // the PostgreSQL driver
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
@@ -70,7 +70,7 @@ func URL(t testing.TB, dialect string) string {
 
 // Open returns a migrated store on a fresh database of the dialect, closed
 // when the test ends. opts.URL is set by Open.
-func Open(t testing.TB, dialect string, opts audit.Options) *audit.Store {
+func Open(t testing.TB, dialect string, opts store.Options) *store.Store {
 	t.Helper()
 	opts.URL = URL(t, dialect)
 	return OpenURL(t, opts)
@@ -93,7 +93,7 @@ func Patience(t testing.TB) time.Duration {
 
 // OpenURL opens and migrates the store opts names, closed when the test ends.
 // Without a Redactor in opts it uses n8n.Redactor, as the service does.
-func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
+func OpenURL(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	if opts.DataDir == "" {
@@ -111,7 +111,7 @@ func OpenURL(t testing.TB, opts audit.Options) *audit.Store {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = Patience(t)
 	}
-	s, err := audit.Open(ctx, opts)
+	s, err := store.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

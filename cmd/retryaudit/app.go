@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
@@ -20,7 +21,7 @@ import (
 // what the configuration names.
 type app struct {
 	cfg   config
-	store *audit.Store
+	store *store.Store
 	n8n   *n8n.Client // nil without RETRYAUDIT_N8N_API_URL
 	// others are the other n8n instances' API clients, by name (nil
 	// without their API).
@@ -34,10 +35,10 @@ type app struct {
 // locks a SQLite file for this process (serve).
 func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics, exclusive bool) (*app, error) {
 	a := &app{cfg: cfg, log: log, metrics: m, owner: instanceName()}
-	opts := audit.Options{
+	opts := store.Options{
 		URL: cfg.DatabaseURL, DataDir: cfg.DataDir, Exclusive: exclusive, ReviewAfter: cfg.ReviewAfter,
 		Metrics: m, Logger: log, MaxConns: cfg.DBMaxConns, LockTimeout: cfg.DBLockTimeout,
-		Batching:         audit.Batching{Queue: cfg.QueueSize, Wait: cfg.QueueWait, MaxBatch: cfg.MaxBatch},
+		Batching:         store.Batching{Queue: cfg.QueueSize, Wait: cfg.QueueWait, MaxBatch: cfg.MaxBatch},
 		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
 		GaugeInterval:    cfg.MetricsInterval,
 		AlertRepeat:      cfg.AlertRepeat,
@@ -63,7 +64,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		}
 	}
 	var err error
-	a.store, err = audit.Open(ctx, opts)
+	a.store, err = store.Open(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
 )
@@ -104,7 +105,7 @@ func (c *checker) runDrill(ctx context.Context, cfg config, a *app, base, token 
 	if a.n8n != nil {
 		n.next = a.n8n
 	}
-	s, err := audit.Open(ctx, audit.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, ReviewAfter: cfg.ReviewAfter,
+	s, err := store.Open(ctx, store.Options{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, ReviewAfter: cfg.ReviewAfter,
 		Lookup: n, Redactor: n8n.Redactor{}})
 	if err != nil {
 		c.line("drill", "", err)
@@ -129,7 +130,7 @@ func (c *checker) result() error {
 	return nil
 }
 
-func (c *checker) schema(ctx context.Context, s *audit.Store) bool {
+func (c *checker) schema(ctx context.Context, s *store.Store) bool {
 	current, err := s.SchemaCurrent(ctx)
 	if err == nil && !current {
 		err = errors.New("migrations are pending: run retryaudit migrate")
@@ -356,7 +357,7 @@ func (n *drillN8N) Execution(ctx context.Context, id string) (audit.N8NExecution
 
 // inProcess drills a store opened with the drill's stand-in for n8n.
 type inProcess struct {
-	s   *audit.Store
+	s   *store.Store
 	n8n *drillN8N
 }
 

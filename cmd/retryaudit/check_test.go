@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // runCheck runs retryaudit check with env and returns its output and error.
@@ -29,7 +29,7 @@ func runCheck(t *testing.T, env map[string]string, args ...string) (string, erro
 func migrated(t *testing.T, dialect string) string {
 	t.Helper()
 	url := audittest.URL(t, dialect)
-	s := audittest.OpenURL(t, audit.Options{URL: url})
+	s := audittest.OpenURL(t, store.Options{URL: url})
 	s.Close()
 	return url
 }
@@ -83,7 +83,7 @@ func TestCheckFailures(t *testing.T) {
 	defer fakeN8N.Close()
 
 	noKey := migrated(t, "postgres")
-	s := audittest.OpenURL(t, audit.Options{URL: noKey})
+	s := audittest.OpenURL(t, store.Options{URL: noKey})
 	if _, err := s.DB().Exec(`ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_pkey CASCADE`); err != nil {
 		t.Fatal(err)
 	}

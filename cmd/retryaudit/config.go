@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -154,7 +155,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:              e.str("RETRYAUDIT_DATA_DIR", "./data"),
 		Token:                e.secret("RETRYAUDIT_TOKEN"),
 		ReviewAfter:          e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
-		AlertRepeat:          e.duration("RETRYAUDIT_ALERT_REPEAT", audit.DefaultAlertRepeat),
+		AlertRepeat:          e.duration("RETRYAUDIT_ALERT_REPEAT", store.DefaultAlertRepeat),
 		Retention:            e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
 		PayloadRetention:     e.duration("RETRYAUDIT_PAYLOAD_RETENTION", 14*24*time.Hour),
 		MetricsAddr:          e.str("RETRYAUDIT_METRICS_ADDR", ""),
@@ -189,11 +190,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
-	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", audit.DefaultLockTimeout)
+	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", store.DefaultLockTimeout)
 	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
-	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", audit.DefaultQueueWait)
+	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", store.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
 	switch v := strings.ToLower(e.str("RETRYAUDIT_SQLITE_SYNC", "full")); v {
 	case "full":

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 // leaseFor returns the lease a job run every interval is held with: short,
@@ -23,7 +23,7 @@ func leaseFor(interval time.Duration) (ttl, renew time.Duration) {
 // runs fn at once; one that loses it (it could not renew in time) cancels
 // the fn that is running. At shutdown the holder waits for fn and releases
 // the lease, so that another instance takes over at its next try.
-func (j *jobs) leased(ctx context.Context, store *audit.Store, log *slog.Logger, owner, name string,
+func (j *jobs) leased(ctx context.Context, store *store.Store, log *slog.Logger, owner, name string,
 	interval time.Duration, fn func(context.Context) error) {
 	ttl, renew := leaseFor(interval)
 	j.wg.Add(1)
@@ -35,7 +35,7 @@ func (j *jobs) leased(ctx context.Context, store *audit.Store, log *slog.Logger,
 }
 
 type leaseLoop struct {
-	store         *audit.Store
+	store         *store.Store
 	log           *slog.Logger
 	owner, name   string
 	ttl, interval time.Duration

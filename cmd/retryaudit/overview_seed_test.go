@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
@@ -27,7 +28,7 @@ func seedOverview(t *testing.T, dataDir string) {
 	clock := audittest.NewClock(end.Add(-14 * 24 * time.Hour).Truncate(time.Hour))
 	api := &lookup{execs: map[string]audit.N8NExecution{}}
 	ctx := context.Background()
-	store, err := audit.Open(ctx, audit.Options{URL: "sqlite:" + filepath.Join(dataDir, "retryaudit.db"),
+	store, err := store.Open(ctx, store.Options{URL: "sqlite:" + filepath.Join(dataDir, "retryaudit.db"),
 		DataDir: dataDir, Now: clock.Now, Lookup: api, SQLiteSyncNormal: true, Redactor: n8n.Redactor{}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
 )
 
 func TestSlackTest(t *testing.T) {
@@ -71,7 +72,7 @@ func TestSlackTest(t *testing.T) {
 func TestSlackTestCountsWaitingAlerts(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		url := audittest.URL(t, dialect)
-		s := audittest.OpenURL(t, audit.Options{URL: url})
+		s := audittest.OpenURL(t, store.Options{URL: url})
 		ctx := context.Background()
 		for i := range 3 {
 			event := fmt.Sprintf("order-%d", i)

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -16,7 +16,7 @@ import (
 // the proxy's header of RETRYAUDIT_UI_TRUST_HEADER, or else one admin whose
 // password is generated at first start, kept in the data dir and printed
 // once. The CSRF key lives in the database, so that instances share it.
-func uiConfig(ctx context.Context, cfg config, s *audit.Store, out io.Writer) (handlers.UIConfig, error) {
+func uiConfig(ctx context.Context, cfg config, s *store.Store, out io.Writer) (handlers.UIConfig, error) {
 	ui := handlers.UIConfig{TrustHeader: cfg.UITrustHeader, Users: cfg.UIUsers, TrustedProxies: cfg.UITrustedProxies}
 	if cfg.BaseURL != "" {
 		ui.TrustedOrigins = []string{origin(cfg.BaseURL)}

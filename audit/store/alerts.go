@@ -1,0 +1,174 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// alertEvent writes an alert about an event from the history line that
+// caused it, in the caller's transaction: the first alert opens the event's
+// thread, later ones reply in it and refresh its first message.
+func (s *Store) alertEvent(ctx context.Context, tx *sqlx.Tx, kind string, h audit.HistoryLine, now time.Time) error {
+	a, err := s.eventAlert(ctx, tx, kind, h, now)
+	if err != nil {
+		return err
+	}
+	thread := audit.EventThread(h.Source, h.EventID)
+	open, err := s.threadOpen(ctx, tx, thread)
+	switch {
+	case err != nil:
+		return err
+	case open:
+		return s.reply(ctx, tx, thread, a, now)
+	}
+	return s.enqueue(ctx, tx, thread, audit.RowAlert, a, now, now)
+}
+
+// followUp tells an alerted event's thread what the history line says; an
+// event nobody was alerted about gets no message. It reports whether it
+// wrote one.
+func (s *Store) followUp(ctx context.Context, tx *sqlx.Tx, h audit.HistoryLine, now time.Time) (bool, error) {
+	thread := audit.EventThread(h.Source, h.EventID)
+	open, err := s.threadOpen(ctx, tx, thread)
+	if err != nil || !open {
+		return false, err
+	}
+	a, err := s.eventAlert(ctx, tx, audit.AlertNews, h, now)
+	if err != nil {
+		return false, err
+	}
+	return true, s.reply(ctx, tx, thread, a, now)
+}
+
+// eventAlert builds an alert from a history line and the event's state.
+func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h audit.HistoryLine, now time.Time) (audit.Alert, error) {
+	var ev struct {
+		Status     audit.Status `db:"status"`
+		UpdatedAt  time.Time    `db:"updated_at"`
+		Deliveries int          `db:"deliveries"`
+		CRMRef     string       `db:"crm_ref"`
+	}
+	if err := s.get(ctx, tx, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
+		FROM webhook_events WHERE source = ? AND event_id = ?`, h.Source, h.EventID); err != nil {
+		return audit.Alert{}, err
+	}
+	a := audit.Alert{
+		Kind: kind, Source: h.Source, EventID: h.EventID, Item: h.Item, Status: ev.Status, Since: ev.UpdatedAt,
+		Deliveries: ev.Deliveries, CRMRef: ev.CRMRef, WorkflowID: h.WorkflowID, WorkflowName: h.WorkflowName,
+		Node: h.Node, ExecutionID: h.ExecutionID, RetryOf: h.RetryOf, Message: h.Message,
+		News: h.Kind, Decision: h.Decision, Delivery: h.Delivery, Actor: h.Actor, At: now,
+	}
+	if h.ErrorID != nil {
+		a.ErrorID = *h.ErrorID
+	}
+	// An outcome report or the stale detector says less about the execution
+	// than its claim did, and no history line keeps the URL n8n put in an
+	// error payload: fill in what the service knows of it.
+	if a.ExecutionID != "" {
+		var x audit.Execution
+		err := s.get(ctx, tx, &x, "read execution", selectExecution+` WHERE execution_id = ?`, a.ExecutionID)
+		if err != nil && !isNoRows(err) {
+			return audit.Alert{}, err
+		}
+		a.WorkflowID, a.WorkflowName = cmp.Or(a.WorkflowID, x.WorkflowID), cmp.Or(a.WorkflowName, x.WorkflowName)
+		a.N8NURL, a.RetryOf = x.URL, cmp.Or(a.RetryOf, x.RetryOf)
+	}
+	return a, nil
+}
+
+func (s *Store) reply(ctx context.Context, tx *sqlx.Tx, thread string, a audit.Alert, now time.Time) error {
+	if err := s.enqueue(ctx, tx, thread, audit.RowFollowup, a, now, now); err != nil {
+		return err
+	}
+	return s.enqueue(ctx, tx, thread, audit.RowRefresh, audit.Alert{Kind: a.Kind, Source: a.Source, EventID: a.EventID,
+		ErrorID: a.ErrorID, At: now}, now, now)
+}
+
+func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (bool, error) {
+	var open bool
+	err := s.get(ctx, tx, &open, "read thread",
+		`SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ? AND kind = 'alert')`, thread)
+	return open, err
+}
+
+const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+	last_error, alert_kind)
+	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, :state, :last_error, :alert_kind)`
+
+// enqueue writes one outbox row in the caller's transaction; it is sent at
+// due or later.
+func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a audit.Alert, now, due time.Time) error {
+	payload, err := json.Marshal(a)
+	if err != nil {
+		return &audit.Error{Code: audit.CodeInternal, Message: "encode alert", Err: err}
+	}
+	var errorID *int64
+	if a.ErrorID != 0 {
+		errorID = &a.ErrorID
+	}
+	state, why := audit.OutboxPending, ""
+	if scratch(a.Source) {
+		state, why = audit.OutboxSkipped, "a drill of retryaudit check: not sent"
+	}
+	if kind == audit.RowAlert {
+		if err := s.count(ctx, tx, now, a.Source, a.WorkflowID, audit.MetricAlert+a.Kind); err != nil {
+			return err
+		}
+	}
+	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
+		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
+		"event_id": a.EventID, "error_id": errorID, "payload": string(payload), "state": state, "last_error": why,
+		"alert_kind": a.Kind,
+	})
+	return err
+}
+
+// CurrentAlert returns a thread's first alert brought up to date: the
+// event's status now, and the outcome or resolution that settled it; for a
+// group of errors linked to no event, how many there are now.
+func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert, error) {
+	if root.Group != "" {
+		return s.groupAlert(ctx, root)
+	}
+	if !root.HasEvent() {
+		return root, nil
+	}
+	a := root
+	var ev struct {
+		Status     audit.Status `db:"status"`
+		UpdatedAt  time.Time    `db:"updated_at"`
+		Deliveries int          `db:"deliveries"`
+		CRMRef     string       `db:"crm_ref"`
+	}
+	err := s.get(ctx, s.db, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
+		FROM webhook_events WHERE source = ? AND event_id = ?`, root.Source, root.EventID)
+	if isNoRows(err) {
+		a.Resolution = "the event is no longer in the ledger"
+		return a, nil
+	}
+	if err != nil {
+		return a, err
+	}
+	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
+	var last audit.HistoryLine
+	err = s.get(ctx, s.db, &last, "read history", `SELECT id, source, event_id, item, at, kind, execution_id,
+		retry_of, workflow_id, workflow_name, node, decision, delivery, status, actor, message, error_id
+		FROM event_history WHERE source = ? AND event_id = ? AND kind IN ('outcome', 'resolution')
+		ORDER BY id DESC LIMIT 1`, root.Source, root.EventID)
+	switch {
+	case isNoRows(err):
+		return a, nil
+	case err != nil:
+		return a, err
+	case last.Kind == audit.KindResolution:
+		a.Resolution = "Resolved " + last.Decision + " by " + last.Actor + ": " + last.Message
+	default:
+		a.Resolution = "Reported " + last.Message
+	}
+	return a, nil
+}

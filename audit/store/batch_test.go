@@ -1,0 +1,145 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/audit/store"
+)
+
+// TestBatchNeighbours: claims refused for what they ask do not fail the
+// claims they share a batch with, and write nothing.
+func TestBatchNeighbours(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{})
+		for _, req := range []audit.ClaimRequest{
+			{Source: "shop", EventID: "known", ExecutionID: "30", WorkflowID: "wf1"},
+			{Source: "shop", EventID: "batch", ExecutionID: "40", Items: []string{"line-1"}},
+		} {
+			if _, err := s.Claim(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reqs := []audit.ClaimRequest{
+			{Source: "shop", EventID: "n1", ExecutionID: "50"},
+			{Source: "shop", EventID: "n2", ExecutionID: "30", WorkflowID: "wf-other"}, // another n8n's 30
+			{Source: "shop", EventID: "batch", ExecutionID: "51"},                      // items, claimed without
+			{Source: "shop", EventID: "n3", ExecutionID: "", WorkflowID: "wf1"},        // invalid
+			{Source: "shop", EventID: "n4", ExecutionID: "52"},
+		}
+		res, errs := s.ClaimTogether(ctx, reqs)
+		want := []audit.Code{"", audit.CodeConflict, audit.CodeConflict, audit.CodeInvalid, ""}
+		for i := range reqs {
+			if errs[i] == nil && want[i] != "" || errs[i] != nil && audit.ErrorCode(errs[i]) != want[i] {
+				t.Errorf("claim %d: %v, want %q", i, errs[i], want[i])
+			}
+			if want[i] == "" && res[i].Decision != audit.DecisionClaimed {
+				t.Errorf("claim %d: %+v, want claimed", i, res[i])
+			}
+		}
+		for _, ev := range []string{"n2", "n3"} {
+			if _, err := s.Event(ctx, "shop", ev); audit.ErrorCode(err) != audit.CodeNotFound {
+				t.Errorf("a refused claim wrote %s: %v", ev, err)
+			}
+		}
+		if d, _ := s.Event(ctx, "shop", "batch"); d.Deliveries != 1 {
+			t.Errorf("the refused claim counted a delivery: %d", d.Deliveries)
+		}
+	})
+}
+
+// retryOf is an n8n that knows one Retry.
+type retryOf struct{ retry, of string }
+
+func (r retryOf) Execution(_ context.Context, id string) (audit.N8NExecution, error) {
+	if id == r.retry {
+		return audit.N8NExecution{ID: id, Mode: "retry", RetryOf: r.of}, nil
+	}
+	return audit.N8NExecution{ID: id, Mode: "webhook"}, nil
+}
+
+// TestBatchAsksLineageOfTheHolderItMeets is the schedule the model-based
+// test found: a claim and a Retry of it arrive in one batch; the Retry's
+// lineage was asked of n8n before the batch, when nobody held the event.
+// One by one, the Retry is held; so it must be in a batch.
+func TestBatchAsksLineageOfTheHolderItMeets(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{Lookup: retryOf{"61", "60"}})
+		res, errs := s.ClaimTogether(ctx, []audit.ClaimRequest{
+			{Source: "shop", EventID: "r", ExecutionID: "60"},
+			{Source: "shop", EventID: "r", ExecutionID: "61"},
+		})
+		if errs[0] != nil || errs[1] != nil || res[0].Decision != audit.DecisionClaimed ||
+			res[1].Decision != audit.DecisionHeld || res[1].Delivery != audit.DeliveryManualRetry {
+			t.Errorf("answers %+v %+v (%v %v)", res[0], res[1], errs[0], errs[1])
+		}
+	})
+}
+
+// TestBatchLearnsLineageAnewFromWhatItKnows is the schedule the model-based
+// test found next, without n8n's API: what the service knows of an
+// execution from an error payload (its mode) is lineage too. A claim, and a
+// second execution that the service knows as no retry, arrive in one batch;
+// one by one the second is told why it is no retry of the holder, so it
+// must be in a batch.
+func TestBatchLearnsLineageAnewFromWhatItKnows(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{})
+		_, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:72",
+			ExecutionID: "72", WorkflowID: "wf", Mode: "webhook", Message: "failed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, errs := s.ClaimTogether(ctx, []audit.ClaimRequest{
+			{Source: "shop", EventID: "k", ExecutionID: "71", WorkflowID: "wf"},
+			{Source: "shop", EventID: "k", ExecutionID: "72", WorkflowID: "wf"},
+		})
+		if errs[0] != nil || errs[1] != nil || res[0].Decision != audit.DecisionClaimed ||
+			res[1].Decision != audit.DecisionInProgress {
+			t.Fatalf("answers %+v %+v (%v %v)", res[0], res[1], errs[0], errs[1])
+		}
+		if want := `n8n: execution 72 has mode "webhook", it is no retry`; res[1].LineageNote != want {
+			t.Errorf("the second claim's note %q, want %q", res[1].LineageNote, want)
+		}
+	})
+}
+
+// TestShedding: past the queue's wait a claim is answered unavailable at
+// once, not after the caller's own timeout.
+func TestShedding(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{Batching: store.Batching{Wait: time.Nanosecond, MaxBatch: 1,
+			Queue: 8}})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[audit.Code]int{}
+		start := time.Now()
+		for i := 0; i < 200; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: fmt.Sprint("shed-", i), ExecutionID: fmt.Sprint(i)})
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					codes[""]++
+				} else {
+					codes[audit.ErrorCode(err)]++
+				}
+			}()
+		}
+		wg.Wait()
+		if codes[audit.CodeUnavailable] == 0 || codes[""]+codes[audit.CodeUnavailable] != 200 {
+			t.Errorf("answers %v after %s: want some shed (unavailable), the rest claimed, nothing else", codes, time.Since(start))
+		}
+	})
+}

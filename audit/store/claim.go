@@ -1,0 +1,342 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// Claim registers an execution's wish to act on an event and decides, in one
+// transaction, whether it may. Each entry is captured by one atomic statement
+// (an insert guarded by the unique key, or a conditional update from failed,
+// or from processing when the caller already holds it); nothing is read
+// first and then written.
+func (s *Store) Claim(ctx context.Context, req audit.ClaimRequest) (audit.ClaimResult, error) {
+	if err := req.Validate(); err != nil {
+		return audit.ClaimResult{}, err
+	}
+	req = req.Stored(s.redact)
+	if s.claims != nil {
+		return s.claims.do(ctx, s.claimInput(ctx, req))
+	}
+	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
+		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
+	var res audit.ClaimResult
+	var alerted bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		c := &claimer{s: s, tx: tx, req: req, now: s.now(), lin: lin}
+		var err error
+		res, err = c.run(ctx)
+		alerted = c.alerted
+		return err
+	})
+	if err != nil {
+		return audit.ClaimResult{}, err
+	}
+	s.afterClaim(res, alerted)()
+	return res, nil
+}
+
+// claimer carries one claim's transaction through its steps.
+type claimer struct {
+	s       *Store
+	tx      *sqlx.Tx
+	req     audit.ClaimRequest
+	now     time.Time
+	lin     lineage
+	chain   []string // the execution, then the executions it retries, nearest first
+	created bool     // the event's row was inserted by this claim
+	alerted bool
+	note    string // what the history should say about the execution's identity
+}
+
+func (c *claimer) run(ctx context.Context) (audit.ClaimResult, error) {
+	// Ancestors that n8n told us about, farthest first, so that each
+	// finds its parent recorded.
+	for i := len(c.lin.hops) - 1; i >= 0; i-- {
+		h := c.lin.hops[i]
+		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf}
+		if _, err := c.s.recordExecution(ctx, c.tx, rec, c.now); err != nil {
+			return audit.ClaimResult{}, err
+		}
+	}
+	var err error
+	c.chain, err = c.s.recordExecution(ctx, c.tx, executionRecord{
+		ID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
+		RetryOf: c.lin.retryOf, ClaimedRetryOf: c.req.RetryOf, Mode: c.lin.mode, Note: c.lin.note,
+	}, c.now)
+	if err != nil {
+		return audit.ClaimResult{}, err
+	}
+	c.note = c.lin.note
+	if len(c.chain) == 0 {
+		// Taking it for the known one would hand it that one's claim;
+		// taking it for another would give one id two holders.
+		return audit.ClaimResult{}, &audit.Error{Code: audit.CodeConflict, Message: conflictNote(c.req.ExecutionID, c.req.WorkflowID)}
+	}
+	res := audit.ClaimResult{
+		IdempotencyKey: audit.IdempotencyKey(c.req.Source, c.req.EventID, ""),
+		LineageNote:    c.note,
+	}
+	if len(c.req.Items) == 0 {
+		err = c.claimEvent(ctx, &res)
+	} else {
+		err = c.claimItems(ctx, &res)
+	}
+	if err != nil {
+		return audit.ClaimResult{}, err
+	}
+	res.Process = res.Decision.Process()
+	if err := c.present(ctx, &res); err != nil {
+		return audit.ClaimResult{}, err
+	}
+	if err := c.record(ctx, res); err != nil {
+		return audit.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+func (c *claimer) args(item string) entryArgs {
+	return entryArgs{Source: c.req.Source, EventID: c.req.EventID, Item: item,
+		Holder: c.req.ExecutionID, Now: c.s.d.t(c.now), Chain: c.chain}
+}
+
+func (c *claimer) claimEvent(ctx context.Context, res *audit.ClaimResult) error {
+	e, err := c.s.claimEntry(ctx, c.tx, eventEntry, c.args(""))
+	if err != nil {
+		return err
+	}
+	if e.ItemCount > 0 {
+		return &audit.Error{Code: audit.CodeConflict, Status: e.Status, Message: fmt.Sprintf(
+			"event %s/%s was claimed with items: claim it with its items", c.req.Source, c.req.EventID)}
+	}
+	c.created = e.decision == audit.DecisionClaimed
+	res.Decision, res.Status, res.HolderExecutionID = e.decision, e.Status, e.Holder
+	return nil
+}
+
+func (c *claimer) claimItems(ctx context.Context, res *audit.ClaimResult) error {
+	a := c.args("")
+	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", insertItemEvent, a)
+	if err != nil {
+		return err
+	}
+	if !created {
+		var itemCount int
+		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", lockItemEvent, a); err != nil {
+			return err
+		}
+		if itemCount == 0 {
+			return audit.Errorf(audit.CodeConflict, "event %s/%s was claimed without items: claim it without items",
+				c.req.Source, c.req.EventID)
+		}
+	}
+	res.Decision = audit.DecisionDuplicate
+	for _, item := range c.req.Items {
+		e, err := c.s.claimEntry(ctx, c.tx, itemEntry, c.args(item))
+		if err != nil {
+			return err
+		}
+		res.Items = append(res.Items, audit.ItemClaim{
+			Item: item, Process: e.decision.Process(), Decision: e.decision, Status: e.Status,
+			HolderExecutionID: e.Holder, IdempotencyKey: audit.IdempotencyKey(c.req.Source, c.req.EventID, item),
+		})
+		if e.decision.Rank() > res.Decision.Rank() {
+			res.Decision = e.decision
+		}
+	}
+	holder := ""
+	if res.Decision.Process() {
+		holder = c.req.ExecutionID
+	}
+	status, holder, err := c.s.rollUp(ctx, c.tx, c.req.Source, c.req.EventID, holder, c.now)
+	if err != nil {
+		return err
+	}
+	res.Status, res.HolderExecutionID = status, holder
+	return nil
+}
+
+// present records that the execution presented the key and works out the
+// kind of delivery: an execution that presented it before is the same
+// execution, whatever it says now.
+func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
+	res.Delivery = audit.DeliveryRedelivery
+	switch {
+	case c.created:
+		res.Delivery = audit.DeliveryFirst
+	case len(c.chain) > 1:
+		res.Delivery = audit.DeliveryManualRetry
+	}
+	if !c.created {
+		var prev previousDelivery
+		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", `SELECT first_workflow_id, last_delivery_id,
+			last_presented_at, fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`,
+			c.req.Source, c.req.EventID); err != nil {
+			return err
+		}
+		res.Class = classify(res.Decision, len(c.chain) > 1, prev, c.req.DeliveryID, c.req.WorkflowID,
+			c.req.Fingerprint, c.now)
+	}
+	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
+		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
+		Acted: res.Process, DeliveryID: c.req.DeliveryID, WorkflowID: c.req.WorkflowID, Class: string(res.Class)}
+	var id string
+	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", presentExecution, a)
+	if err != nil {
+		return err
+	}
+	if isNew {
+		a.New = 1
+	} else {
+		res.Delivery, res.Class = audit.DeliverySameExecution, ""
+	}
+	if !isNew && res.Process {
+		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", markActed, a); err != nil {
+			return err
+		}
+	}
+	var counted struct {
+		Deliveries  int    `db:"deliveries"`
+		Fingerprint string `db:"fingerprint"`
+	}
+	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", countDelivery, a); err != nil {
+		return err
+	}
+	res.Deliveries = counted.Deliveries
+	res.FingerprintMismatch = c.req.Fingerprint != "" && counted.Fingerprint != c.req.Fingerprint
+	return nil
+}
+
+// record writes the claim's history line and what follows from it.
+func (c *claimer) record(ctx context.Context, res audit.ClaimResult) error {
+	retryOf := "" // what n8n confirmed; a client's retry_of is in the note
+	if len(c.chain) > 1 {
+		retryOf = c.chain[1]
+	}
+	h := audit.HistoryLine{
+		Source: c.req.Source, EventID: c.req.EventID, Kind: audit.KindClaim,
+		ExecutionID: c.req.ExecutionID, RetryOf: retryOf, WorkflowID: c.req.WorkflowID,
+		WorkflowName: c.req.WorkflowName, Node: c.req.Node,
+		Decision: string(res.Decision), Delivery: string(res.Delivery), Class: string(res.Class),
+		Status:  string(res.Status),
+		Message: claimMessage(res, c.chain, c.note),
+	}
+	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
+		return err
+	}
+	if err := c.s.count(ctx, c.tx, c.now, c.req.Source, c.req.WorkflowID, claimMetrics(res)...); err != nil {
+		return err
+	}
+	return c.follow(ctx, res, h)
+}
+
+// follow does what follows from a claim's history line h: the alert about
+// a second fingerprint, the errors that waited for the claim, news in an
+// alerted event's thread.
+func (c *claimer) follow(ctx context.Context, res audit.ClaimResult, h audit.HistoryLine) error {
+	if res.FingerprintMismatch {
+		if err := c.fingerprintMismatch(ctx, res); err != nil {
+			return err
+		}
+	}
+	linked, err := c.s.linkPendingErrors(ctx, c.tx, c.req.Source, c.req.EventID, c.chain, c.now)
+	if err != nil {
+		return err
+	}
+	c.alerted = c.alerted || linked
+	// A retry is news for the people watching the event; so is a
+	// redelivery that captured it. A redelivery told to do nothing is not:
+	// it stays in the history.
+	if res.Delivery == audit.DeliveryManualRetry || (res.Delivery == audit.DeliveryRedelivery && res.Process) {
+		sent, err := c.s.followUp(ctx, c.tx, h, c.now)
+		if err != nil {
+			return err
+		}
+		c.alerted = c.alerted || sent
+	}
+	return nil
+}
+
+func (c *claimer) fingerprintMismatch(ctx context.Context, res audit.ClaimResult) error {
+	h := audit.HistoryLine{
+		Source: c.req.Source, EventID: c.req.EventID, Kind: audit.KindFingerprint,
+		ExecutionID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
+		Decision: string(res.Decision), Status: string(res.Status),
+		Message: "this delivery's fingerprint " + c.req.Fingerprint +
+			" differs from the first one: the same key may name two different events",
+	}
+	if _, err := c.s.addHistory(ctx, c.tx, h, c.now); err != nil {
+		return err
+	}
+	c.alerted = true
+	return c.s.alertEvent(ctx, c.tx, audit.AlertFingerprint, h, c.now)
+}
+
+func claimMessage(res audit.ClaimResult, chain []string, note string) string {
+	var b strings.Builder
+	switch {
+	case res.Delivery == audit.DeliveryManualRetry && res.Decision == audit.DecisionHeld:
+		fmt.Fprintf(&b, "retry of %s: takes over the claim", strings.Join(chain[1:], " ← "))
+	case res.Delivery == audit.DeliveryManualRetry:
+		fmt.Fprintf(&b, "retry of %s", strings.Join(chain[1:], " ← "))
+	}
+	for _, it := range res.Items {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", it.Item, it.Decision)
+	}
+	if note != "" {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(note)
+	}
+	return b.String()
+}
+
+// presentArgs name the parameters of the delivery statements.
+type presentArgs struct {
+	Source      string `db:"source"`
+	EventID     string `db:"event_id"`
+	ExecutionID string `db:"execution_id"`
+	Delivery    string `db:"delivery"`
+	Now         any    `db:"now"`
+	Fingerprint string `db:"fingerprint"`
+	New         int    `db:"new"`
+	Acted       bool   `db:"acted"`
+	DeliveryID  string `db:"delivery_id"`
+	WorkflowID  string `db:"workflow_id"`
+	Class       string `db:"class"`
+}
+
+const (
+	// presentExecution returns a row when the execution presents the key
+	// for the first time (an execution known only from an error or an
+	// outcome report presents it now).
+	// It also remembers whether the execution was told to act; markActed
+	// does when it was not new.
+	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id,
+		workflow_id, class, first_seen_at)
+		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :delivery_id, :workflow_id, :class, :now)
+		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+		acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+		workflow_id = excluded.workflow_id, class = excluded.class
+		WHERE event_executions.role <> 'claim'
+		RETURNING execution_id`
+	markActed = `UPDATE event_executions SET acted = true
+		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
+	// countDelivery counts a new presenter and keeps the first fingerprint.
+	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
+		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END,
+		first_workflow_id = CASE WHEN first_workflow_id = '' AND :new = 1 THEN :workflow_id ELSE first_workflow_id END,
+		last_delivery_id = CASE WHEN :new = 1 THEN :delivery_id ELSE last_delivery_id END,
+		last_presented_at = CASE WHEN :new = 1 THEN :now ELSE last_presented_at END
+		WHERE source = :source AND event_id = :event_id
+		RETURNING deliveries, fingerprint`
+)

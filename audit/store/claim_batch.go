@@ -1,0 +1,688 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// claimInput is one claim waiting for a batch, with what n8n said of its
+// lineage before. A plain claim (no items, no retry_of) is queued without
+// it: lineage matters only when another execution holds the event, which
+// the batch finds out for all its claims in one statement, and sends the
+// few that need their lineage again once it is learned.
+type claimInput struct {
+	req     audit.ClaimRequest
+	lin     lineage
+	learned bool
+}
+
+// claimInput readies a claim for the queue.
+func (s *Store) claimInput(ctx context.Context, req audit.ClaimRequest) claimInput {
+	if len(req.Items) == 0 && req.RetryOf == "" {
+		return claimInput{req: req}
+	}
+	return claimInput{req: req, learned: true, lin: s.learnLineage(ctx, lineageKey{Source: req.Source,
+		EventID: req.EventID, Items: req.Items, ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})}
+}
+
+type claimJob = job[claimInput, audit.ClaimResult]
+
+// claimBatchQueries are the set-based statements of a batch of claims, one
+// text per database, each over a row set of the batch.
+type claimBatchQueries struct {
+	readExecutions, upsertExecutions, readKnown string
+	readHolders, readReportHolders              string
+	insertEntries, reclaim, hold, touch         string
+	present, markActed, countDeliveries, write  string
+	count, pendingErrors, openThreads           string
+	// lockEntries locks the rows of a batch's entries and returns those
+	// another session holds, skipped rather than waited for; empty on
+	// SQLite, which has no row locks.
+	lockEntries string
+}
+
+func newClaimBatchQueries(d dialect) claimBatchQueries {
+	ts := d.tsParam()
+	entryCols := `RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+		last_delivery_id, last_presented_at`
+	match := `source = v_source AND event_id = v_event_id AND item_count = 0`
+	q := claimBatchQueries{
+		readExecutions: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)`,
+		readKnown: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+			AND (retry_of <> '' OR mode <> '')`,
+		readHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
+			AND status = 'processing' AND holder_execution_id <> ''`,
+		readReportHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
+			AND status IN ('processing', 'failed') AND holder_execution_id <> ''`,
+		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
+			"v_note") + `)
+			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+			root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+			SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ` + ts + `, ` + ts + `
+			FROM v WHERE true
+			ON CONFLICT (execution_id) DO UPDATE SET
+			workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+			workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+			mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+			lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+			claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+				ELSE executions.claimed_retry_of END,
+			last_seen_at = excluded.last_seen_at`,
+		// In key order: concurrent batches lock their rows in one order.
+		insertEntries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+			SELECT v_source, v_event_id, 'processing', v_holder, ` + ts + `, ` + ts + `, ` + ts + `
+			FROM v WHERE true ORDER BY v_source, v_event_id
+			ON CONFLICT (source, event_id) DO NOTHING ` + entryCols,
+		reclaim: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
+			last_seen_at = ?, review_reason = '' FROM v WHERE ` + match + ` AND status = 'failed' ` + entryCols,
+		hold: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
+			UPDATE webhook_events SET last_seen_at = ? FROM v
+			WHERE ` + match + ` AND status = 'processing' AND holder_execution_id = v_holder ` + entryCols,
+		touch: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id ` + entryCols,
+		present: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_delivery", "v_acted",
+			"v_delivery_id", "v_workflow_id", "v_class") + `)
+			INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
+			class, first_seen_at)
+			SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
+			v_workflow_id, v_class, ` + ts + ` FROM v WHERE true
+			ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+			acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+			workflow_id = excluded.workflow_id, class = excluded.class
+			WHERE event_executions.role <> 'claim'
+			RETURNING source, event_id`,
+		markActed: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id") + `)
+			UPDATE event_executions SET acted = (1 = 1) FROM v
+			WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted`,
+		countDeliveries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_new", "v_fingerprint", "v_workflow_id",
+			"v_delivery_id") + `)
+			UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
+			fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
+			first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
+			last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
+			last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
+			FROM v WHERE source = v_source AND event_id = v_event_id
+			RETURNING source, event_id, deliveries, fingerprint`,
+		write: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_workflow_id", "v_workflow_name",
+			"v_node", "v_decision", "v_delivery", "v_class", "v_status", "v_message") + `)
+			INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+			node, decision, delivery, class, status, actor, message, crm_ref)
+			SELECT v_source, v_event_id, '', ` + ts + `, 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
+			v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v`,
+		count: `WITH v AS (` + d.rowSet("v_source", "v_workflow_id", "v_metric", "v_n") + `)
+			INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+			SELECT ` + ts + `, v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
+			ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n`,
+		pendingErrors: `WITH v AS (` + d.rowSet("v_id") + `)
+			SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+			AND kind IN ('execution_error', 'found_by_reconcile')
+			AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))`,
+		openThreads: `WITH v AS (` + d.rowSet("v_thread") + `)
+			SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)`,
+	}
+	if d.rowLocks {
+		// FOR NO KEY UPDATE, as the batch's updates take it: a session
+		// that only refers to the row (a foreign key's KEY SHARE) is no
+		// obstacle. The lateral subquery is not flattened: it locks each
+		// existing row, and yields nothing for one it skipped.
+		q.lockEntries = `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
+			SELECT v_source AS source, v_event_id AS event_id FROM v
+			LEFT JOIN LATERAL (SELECT true AS mine FROM webhook_events
+				WHERE source = v_source AND event_id = v_event_id FOR NO KEY UPDATE SKIP LOCKED) l ON true
+			WHERE l.mine IS NULL
+			AND EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = v_source AND w.event_id = v_event_id)`
+	}
+	return q
+}
+
+// batchEntry is an entry as a batch statement returned it.
+type batchEntry struct {
+	Source  string `db:"source"`
+	EventID string `db:"event_id"`
+	entryState
+	previousDelivery
+}
+
+// claimBatch decides a batch of claims in tx, in rounds: the first claim of
+// each event, then the second, and so on, each round in set-based
+// statements that see what the rounds before did, so that claims of one
+// event are decided in the order they came, each after the one before, as
+// one by one. An event with a claim that needs lineage or items, or that
+// meets an entry that moved under it, takes the one-by-one path for the
+// rest of its claims, inside the same transaction. First the batch locks
+// its entries' rows: the claims of an entry whose row another session
+// holds are set aside (batcher.setAside), never waited for.
+func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
+	locked, err := lockEntries(ctx, s, tx, jobs, func(c claimInput) audit.EventKey {
+		return audit.EventKey{Source: c.req.Source, EventID: c.req.EventID}
+	})
+	if err != nil {
+		return err
+	}
+	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] })
+	if len(jobs) == 0 {
+		return nil
+	}
+	known, held, err := s.lineageInBatch(ctx, tx, jobs)
+	if err != nil {
+		return err
+	}
+	byKey := map[string][]*claimJob{}
+	var keys []string
+	alone, later := map[string]bool{}, map[string]bool{}
+	for _, j := range jobs {
+		k := claimKey(j.req.req)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		// A claim queued without its lineage that meets another holder,
+		// when its lineage can say anything, goes again with it learned.
+		if h := held[k]; !later[k] && len(byKey[k]) == 0 && !j.req.learned && h != "" &&
+			h != j.req.req.ExecutionID && (s.lookup != nil || known[j.req.req.ExecutionID]) {
+			j.again, later[k] = true, true
+			continue
+		}
+		// An execution's lineage was learned before the batch, against the
+		// holder then: a later claim of an event in the same batch may meet
+		// another holder, decided here. When its lineage can say anything
+		// (n8n's API, a retry_of to check, what n8n told us of it before),
+		// it goes again, its lineage learned anew, once this batch has
+		// committed.
+		if later[k] || len(byKey[k]) > 0 && (s.lookup != nil || j.req.req.RetryOf != "" || known[j.req.req.ExecutionID]) {
+			j.again, later[k] = true, true // and every claim of the event after it
+			continue
+		}
+		byKey[k] = append(byKey[k], j)
+		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 {
+			alone[k] = true
+		}
+	}
+	for round := 0; ; round++ {
+		var batch []*claimJob
+		for _, k := range keys {
+			if js := byKey[k]; !alone[k] && round < len(js) {
+				batch = append(batch, js[round])
+			}
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for len(batch) > 0 {
+			moved, err := s.claimSimple(ctx, tx, batch, now)
+			if err != nil {
+				return err
+			}
+			if len(moved) == 0 {
+				break
+			}
+			// Some claims could not be decided with the others: undo the
+			// round and leave their events to the one-by-one path.
+			if _, err := s.exec(ctx, tx, "batch", `ROLLBACK TO SAVEPOINT batch`); err != nil {
+				return err
+			}
+			for _, j := range moved {
+				alone[claimKey(j.req.req)] = true
+			}
+			batch = slices.DeleteFunc(batch, func(j *claimJob) bool { return alone[claimKey(j.req.req)] })
+		}
+	}
+	for _, j := range jobs { // what the rounds left, in the order it came
+		if undecided := j.err == nil && j.res.Decision == "" && !j.again; undecided && alone[claimKey(j.req.req)] {
+			if err := s.claimAlone(ctx, tx, j, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lockEntries locks, in tx, the rows of the entries the jobs are about and
+// returns (by entryKey) those another database session holds: a batch that
+// waited for one would hold its neighbours for the lock timeout, then fail
+// and run again one by one. The rows it locked, the batch's statements
+// change without waiting.
+func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
+	key func(Req) audit.EventKey) (map[string]bool, error) {
+	if s.batchQ.lockEntries == "" {
+		return nil, nil // SQLite
+	}
+	seen := map[audit.EventKey]bool{}
+	var rows [][]string
+	for _, j := range jobs {
+		if k := key(j.req); !seen[k] {
+			seen[k] = true
+			rows = append(rows, []string{k.Source, k.EventID})
+		}
+	}
+	var held []audit.EventKey
+	if err := s.selectAll(ctx, tx, &held, "lock entries", s.batchQ.lockEntries, s.d.rowArgs(2, rows)...); err != nil {
+		return nil, err
+	}
+	locked := make(map[string]bool, len(held))
+	for _, k := range held {
+		locked[entryKey(k.Source, k.EventID)] = true
+	}
+	return locked, nil
+}
+
+// lineageInBatch reads, in the batch's transaction, what decides whether
+// a claim's lineage can matter: known are the executions of which the
+// service knows what n8n said (a mode or a retryOf), among the later
+// claims of an event and the claims queued without lineage; held are the
+// executions holding the events of the claims queued without lineage, as
+// the batch starts. Without n8n's API a claim's lineage can say something
+// only when its execution is known, so the holders are read only then.
+func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob) (known map[string]bool,
+	held map[string]string, err error) {
+	seen := map[string]bool{}
+	var asked, unlearned []*claimJob
+	for _, j := range jobs {
+		k := claimKey(j.req.req)
+		if !j.req.learned && !seen[k] {
+			unlearned = append(unlearned, j)
+		}
+		if seen[k] || !j.req.learned {
+			asked = append(asked, j)
+		}
+		seen[k] = true
+	}
+	if s.lookup == nil && len(asked) > 0 {
+		var ids []string
+		err := s.selectAll(ctx, tx, &ids, "read executions", s.batchQ.readKnown,
+			s.d.rowArgs(1, uniqueColumn(asked, func(j *claimJob) string { return j.req.req.ExecutionID }))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		known = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			known[id] = true
+		}
+		unlearned = slices.DeleteFunc(unlearned, func(j *claimJob) bool { return !known[j.req.req.ExecutionID] })
+	}
+	if len(unlearned) == 0 {
+		return known, nil, nil
+	}
+	rows := make([][]string, 0, len(unlearned))
+	for _, j := range unlearned {
+		rows = append(rows, []string{j.req.req.Source, j.req.req.EventID})
+	}
+	var holders []struct {
+		audit.EventKey
+		Holder string `db:"holder_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &holders, "read holders", s.batchQ.readHolders, s.d.rowArgs(2, rows)...); err != nil {
+		return nil, nil, err
+	}
+	held = make(map[string]string, len(holders))
+	for _, h := range holders {
+		held[claimKey(audit.ClaimRequest{Source: h.Source, EventID: h.EventID})] = h.Holder
+	}
+	return known, held, nil
+}
+
+// claimAlone runs one claim by the one-by-one path, in a savepoint: a claim
+// refused for what it asks writes nothing, and its neighbours go on.
+func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now time.Time) error {
+	if _, err := s.exec(ctx, tx, "claim", `SAVEPOINT claim`); err != nil {
+		return err
+	}
+	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
+	res, err := c.run(ctx)
+	if err != nil {
+		if !refusal(err) {
+			return err
+		}
+		j.err = err
+		_, err = s.exec(ctx, tx, "claim", `ROLLBACK TO SAVEPOINT claim`)
+		return err
+	}
+	j.res = res
+	j.after = s.afterClaim(res, c.alerted)
+	_, err = s.exec(ctx, tx, "claim", `RELEASE SAVEPOINT claim`)
+	return err
+}
+
+// refusal reports an error that answers one request (it asked for something
+// the ledger refuses) rather than failing the transaction.
+func refusal(err error) bool {
+	switch audit.ErrorCode(err) {
+	case audit.CodeInvalid, audit.CodeNotFound, audit.CodeConflict, audit.CodeNotHolder:
+		return true
+	}
+	return false
+}
+
+func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
+	return func() {
+		s.metrics.Claimed(string(res.Decision), string(res.Delivery), string(res.Class))
+		if alerted {
+			s.nudge()
+		}
+	}
+}
+
+// claimSimple decides claims that need no lineage: each key once, each
+// execution its own holder. It returns the claims it could not decide (an
+// entry that moved between two statements, an event with items): the
+// caller undoes the savepoint and decides those alone.
+func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
+	q := s.batchQ
+	at := s.d.t(now)
+	if _, err := s.exec(ctx, tx, "batch", `SAVEPOINT batch`); err != nil {
+		return nil, err
+	}
+	// Executions: an id the service knows under another workflow is not
+	// this one; one with lineage walks its chain alone.
+	var known []struct {
+		ID         string `db:"execution_id"`
+		WorkflowID string `db:"workflow_id"`
+		RetryOf    string `db:"retry_of"`
+	}
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
+	if err := s.selectAll(ctx, tx, &known, "read executions", q.readExecutions, s.d.rowArgs(1, ids)...); err != nil {
+		return nil, err
+	}
+	var moved []*claimJob
+	byID := map[string]int{}
+	for i, k := range known {
+		byID[k.ID] = i
+	}
+	live := jobs[:0:0]
+	for _, j := range jobs {
+		r := j.req.req
+		if i, ok := byID[r.ExecutionID]; ok {
+			k := known[i]
+			switch {
+			case k.WorkflowID != "" && r.WorkflowID != "" && k.WorkflowID != r.WorkflowID:
+				j.err = &audit.Error{Code: audit.CodeConflict, Message: conflictNote(r.ExecutionID, r.WorkflowID)}
+				continue
+			case k.RetryOf != "":
+				moved = append(moved, j)
+				continue
+			}
+		}
+		live = append(live, j)
+	}
+	if len(moved) > 0 || len(live) == 0 {
+		return moved, nil
+	}
+	jobs = live
+	execRows := map[string][]string{}
+	var order []string
+	for _, j := range jobs {
+		r := j.req.req
+		row, ok := execRows[r.ExecutionID]
+		if !ok {
+			order = append(order, r.ExecutionID)
+			execRows[r.ExecutionID] = []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note}
+			continue
+		}
+		for i, v := range []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note} {
+			if row[i] == "" {
+				row[i] = v
+			}
+		}
+	}
+	rows := make([][]string, 0, len(order))
+	for _, id := range order {
+		rows = append(rows, execRows[id])
+	}
+	if _, err := s.exec(ctx, tx, "record executions", q.upsertExecutions, append(s.d.rowArgs(6, rows), at, at)...); err != nil {
+		return nil, err
+	}
+
+	// Entries: the first statement that returns a row decides.
+	res := make(map[string]*batchEntry, len(jobs))
+	decision := map[string]audit.Decision{}
+	key := func(source, eventID string) string { return source + "\x00" + eventID }
+	pending := slices.Clone(jobs)
+	for _, step := range []struct {
+		query    string
+		decision audit.Decision
+		args     func() []any
+	}{
+		{q.insertEntries, audit.DecisionClaimed, func() []any { return []any{at, at, at} }},
+		{q.reclaim, audit.DecisionReclaimed, func() []any { return []any{at, at} }},
+		{q.hold, audit.DecisionHeld, func() []any { return []any{at} }},
+		{q.touch, "", func() []any { return []any{at} }}, // none of those: what is it?
+	} {
+		if len(pending) == 0 {
+			break
+		}
+		var rows [][]string
+		for _, j := range pending {
+			r := j.req.req
+			if step.decision == "" {
+				rows = append(rows, []string{r.Source, r.EventID})
+			} else {
+				rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID})
+			}
+		}
+		n := 3
+		if step.decision == "" {
+			n = 2
+		}
+		var got []batchEntry
+		args := append(s.d.rowArgs(n, rows), step.args()...) // the row set's placeholders come first
+		if err := s.selectAll(ctx, tx, &got, "claim entries", step.query, args...); err != nil {
+			return nil, err
+		}
+		for i := range got {
+			k := key(got[i].Source, got[i].EventID)
+			res[k] = &got[i]
+			decision[k] = step.decision
+		}
+		pending = slices.DeleteFunc(pending, func(j *claimJob) bool { return res[key(j.req.req.Source, j.req.req.EventID)] != nil })
+	}
+	moved = append(moved, pending...) // deleted under us: decide alone
+	for _, j := range jobs {
+		k := key(j.req.req.Source, j.req.req.EventID)
+		e := res[k]
+		if e == nil || decision[k] != "" {
+			continue
+		}
+		switch {
+		case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
+			moved = append(moved, j)
+		case e.Status == audit.StatusDone:
+			decision[k] = audit.DecisionDuplicate
+		default:
+			decision[k] = audit.DecisionInProgress
+		}
+	}
+	if len(moved) > 0 {
+		return moved, nil
+	}
+
+	// Deliveries: who presented the key, why, and the count.
+	results := make([]audit.ClaimResult, len(jobs))
+	var presentRows, actedRows [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		k := key(r.Source, r.EventID)
+		e := res[k]
+		d := decision[k]
+		cr := audit.ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
+			IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.note, Items: nil}
+		cr.Delivery = audit.DeliveryRedelivery
+		if d == audit.DecisionClaimed {
+			cr.Delivery = audit.DeliveryFirst
+		} else {
+			cr.Class = classify(d, false, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
+		}
+		results[i] = cr
+		acted := "0"
+		if cr.Process {
+			acted = "1"
+		}
+		presentRows = append(presentRows, []string{r.Source, r.EventID, r.ExecutionID, string(cr.Delivery), acted,
+			r.DeliveryID, r.WorkflowID, string(cr.Class)})
+	}
+	var fresh []audit.EventKey
+	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", q.present,
+		append(s.d.rowArgs(8, presentRows), at)...); err != nil {
+		return nil, err
+	}
+	isNew := map[string]bool{}
+	for _, f := range fresh {
+		isNew[key(f.Source, f.EventID)] = true
+	}
+	var countRows [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		newOne := isNew[key(r.Source, r.EventID)]
+		if !newOne {
+			results[i].Delivery, results[i].Class = audit.DeliverySameExecution, ""
+			if results[i].Process {
+				actedRows = append(actedRows, []string{r.Source, r.EventID, r.ExecutionID})
+			}
+		}
+		n := "0"
+		if newOne {
+			n = "1"
+		}
+		countRows = append(countRows, []string{r.Source, r.EventID, n, r.Fingerprint, r.WorkflowID, r.DeliveryID})
+	}
+	if len(actedRows) > 0 {
+		if _, err := s.exec(ctx, tx, "record deliveries", q.markActed, s.d.rowArgs(3, actedRows)...); err != nil {
+			return nil, err
+		}
+	}
+	var counted []struct {
+		audit.EventKey
+		Deliveries  int    `db:"deliveries"`
+		Fingerprint string `db:"fingerprint"`
+	}
+	if err := s.selectAll(ctx, tx, &counted, "count deliveries", q.countDeliveries,
+		append(s.d.rowArgs(6, countRows), at)...); err != nil {
+		return nil, err
+	}
+	stored := map[string]int{}
+	for i, c := range counted {
+		stored[key(c.Source, c.EventID)] = i
+	}
+
+	// History, counters, and what follows: pending errors, threads.
+	var history [][]string
+	metrics := map[[3]string]int{}
+	var threads [][]string
+	for i, j := range jobs {
+		r := j.req.req
+		cr := &results[i]
+		c := counted[stored[key(r.Source, r.EventID)]]
+		cr.Deliveries = c.Deliveries
+		cr.FingerprintMismatch = r.Fingerprint != "" && c.Fingerprint != r.Fingerprint
+		history = append(history, []string{r.Source, r.EventID, r.ExecutionID, r.WorkflowID, r.WorkflowName, r.Node,
+			string(cr.Decision), string(cr.Delivery), string(cr.Class), string(cr.Status),
+			claimMessage(*cr, []string{r.ExecutionID}, j.req.lin.note)})
+		for _, m := range claimMetrics(*cr) {
+			metrics[[3]string{r.Source, r.WorkflowID, m}]++
+		}
+		if cr.Delivery == audit.DeliveryRedelivery && cr.Process {
+			threads = append(threads, []string{audit.EventThread(r.Source, r.EventID)})
+		}
+	}
+	if _, err := s.exec(ctx, tx, "write history", q.write, append(s.d.rowArgs(11, history), at)...); err != nil {
+		return nil, err
+	}
+	if len(metrics) > 0 {
+		var rows [][]string
+		for k, n := range metrics {
+			rows = append(rows, []string{k[0], k[1], k[2], fmt.Sprint(n)})
+		}
+		slices.SortFunc(rows, func(a, b []string) int { return slices.Compare(a, b) })
+		hour := s.d.t(now.UTC().Truncate(time.Hour))
+		if _, err := s.exec(ctx, tx, "count", q.count,
+			append(s.d.rowArgs(4, rows), hour, s.shard(tx))...); err != nil {
+			return nil, err
+		}
+	}
+	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, ids, threads, now)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range jobs {
+		j.res = results[i]
+		j.after = s.afterClaim(results[i], alerted[i])
+	}
+	_, err = s.exec(ctx, tx, "batch", `RELEASE SAVEPOINT batch`)
+	return nil, err
+}
+
+// claimsFollowUp does, for the few claims of a batch that need it, what
+// the one-by-one path does after the history line: the fingerprint alert,
+// errors that waited for the claim, news in an alerted event's thread.
+func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, ids [][]string,
+	threads [][]string, now time.Time) ([]bool, error) {
+	q := s.batchQ
+	alerted := make([]bool, len(jobs))
+	var waiting []struct {
+		ID   string `db:"execution_id"`
+		Root string `db:"root_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.pendingErrors, s.d.rowArgs(1, ids)...); err != nil {
+		return nil, err
+	}
+	pendingFor := map[string]bool{}
+	for _, w := range waiting {
+		pendingFor[w.ID], pendingFor[w.Root] = true, true
+	}
+	open := map[string]bool{}
+	if len(threads) > 0 {
+		var keys []string
+		if err := s.selectAll(ctx, tx, &keys, "read threads", q.openThreads, s.d.rowArgs(1, threads)...); err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			open[k] = true
+		}
+	}
+	for i, j := range jobs {
+		r, res := j.req.req, results[i]
+		if !res.FingerprintMismatch && !pendingFor[r.ExecutionID] && !open[audit.EventThread(r.Source, r.EventID)] {
+			continue
+		}
+		c := &claimer{s: s, tx: tx, req: r, now: now, lin: j.req.lin, chain: []string{r.ExecutionID}}
+		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Kind: audit.KindClaim, ExecutionID: r.ExecutionID,
+			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
+			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
+			Message: claimMessage(res, c.chain, j.req.lin.note)}
+		if err := c.follow(ctx, res, h); err != nil {
+			return nil, err
+		}
+		alerted[i] = c.alerted
+	}
+	return alerted, nil
+}
+
+// uniqueColumn returns the distinct values of one column, as rows of one.
+func uniqueColumn(jobs []*claimJob, col func(*claimJob) string) [][]string {
+	seen := map[string]bool{}
+	var rows [][]string
+	for _, j := range jobs {
+		if v := col(j); !seen[v] {
+			seen[v] = true
+			rows = append(rows, []string{v})
+		}
+	}
+	return rows
+}
+
+// claimKey is the batch key of a claim: claims of one event never share a
+// batch.
+func claimKey(r audit.ClaimRequest) string { return entryKey(r.Source, r.EventID) }
+
+// entryKey names an entry in a map.
+func entryKey(source, eventID string) string { return strings.Join([]string{source, eventID}, "\x00") }

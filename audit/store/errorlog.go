@@ -1,0 +1,402 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// unlinkedGrace delays the alert about an execution error that links to no
+// event yet: the claim it belongs to may be a moment behind, and then the
+// event's own alert replaces it.
+const unlinkedGrace = 30 * time.Second
+
+const insertError = `INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of,
+	root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
+	payload_truncated, intake_note)
+	VALUES (:dedupe_key, :now, :kind, :execution_id, :retry_of, :root, :workflow_id, :workflow_name,
+	:mode, :node, :message, :http_code, :url, :payload, :truncated, :note)
+	ON CONFLICT (dedupe_key) DO NOTHING
+	RETURNING id`
+
+// selectError reads errors without their payloads (up to 64 KiB each):
+// lists, an event's errors and the intake's lookups need only the summary.
+// Only the error's own page reads the payload (selectErrorPayload).
+const (
+	errorColumns = `id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
+	workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
+	payload_dropped, intake_note, source, event_id`
+	selectError        = `SELECT ` + errorColumns + ` FROM n8n_errors`
+	selectErrorPayload = `SELECT ` + errorColumns + `, payload FROM n8n_errors`
+)
+
+// RecordError stores an error report once per execution (or per identical
+// payload), records the execution's lineage, links the error to the event
+// its execution (or the execution it retries) touched, and writes the alert,
+// all in one transaction. A linked error leaves the entry processing (the
+// outcome is unknown) and marks it for review.
+func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.ErrorResult, error) {
+	r = r.Stored(s.redact)
+	var res audit.ErrorResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		res, err = s.recordError(ctx, tx, r, s.now())
+		return err
+	})
+	if err != nil {
+		return audit.ErrorResult{}, err
+	}
+	if !res.Duplicate {
+		s.metrics.Ingested(res.Kind)
+		if res.Kind != audit.ErrorTest {
+			s.nudge()
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (audit.ErrorResult, error) {
+	res := audit.ErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
+	chain := []string{}
+	if r.Kind == audit.ErrorExecution || r.Kind == audit.ErrorReconcile {
+		var err error
+		chain, err = s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
+			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, URL: r.URL}, now)
+		if err != nil {
+			return res, err
+		}
+	}
+	root := ""
+	if len(chain) > 0 {
+		root = chain[len(chain)-1]
+	}
+	arg := map[string]any{
+		"dedupe_key": r.DedupeKey, "now": s.d.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
+		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
+		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
+		"payload": r.Payload, "truncated": r.Truncated, "note": r.Note,
+	}
+	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", insertError, arg)
+	if err != nil {
+		return res, err
+	}
+	if !inserted {
+		return s.duplicateError(ctx, tx, r)
+	}
+	if len(chain) == 0 {
+		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
+	}
+	events, err := s.eventsOf(ctx, tx, chain)
+	if err != nil {
+		return res, err
+	}
+	if len(events) == 0 {
+		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
+	}
+	rec := audit.ErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
+	for i, ev := range events {
+		if _, err := s.attachError(ctx, tx, rec, ev, i == 0, now); err != nil {
+			return res, err
+		}
+	}
+	res.Linked = &events[0]
+	return res, nil
+}
+
+// duplicateError answers a report of an error already recorded. A payload
+// and a reconciliation record describe the same execution: whichever comes
+// second fills in what the first lacks (mergeError).
+func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport) (audit.ErrorResult, error) {
+	var e audit.ErrorRecord
+	if err := s.get(ctx, tx, &e, "read error", selectError+` WHERE dedupe_key = ?`, r.DedupeKey); err != nil {
+		return audit.ErrorResult{}, err
+	}
+	if m, changed := mergeError(e, r); changed {
+		if _, err := s.namedExec(ctx, tx, "merge error", `UPDATE n8n_errors SET retry_of = :retry_of,
+			workflow_id = :workflow_id, workflow_name = :workflow_name, mode = :mode, node = :node,
+			message = :message, http_code = :http_code, n8n_url = :url, payload = :payload,
+			payload_truncated = :truncated WHERE id = :id`, map[string]any{
+			"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
+			"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
+			"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
+			return audit.ErrorResult{}, err
+		}
+		e = m
+	}
+	res := audit.ErrorResult{ID: e.ID, Kind: e.Kind, Duplicate: true, ExecutionID: e.ExecutionID, RetryOf: e.RetryOf}
+	if ev, ok := e.Linked(); ok {
+		res.Linked = &ev
+	}
+	return res, nil
+}
+
+// eventsOf returns the events touched by the nearest execution of the chain
+// that touched any.
+func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.EventKey, error) {
+	for _, id := range chain {
+		var events []audit.EventKey
+		if err := s.selectAll(ctx, q, &events, "find events", `SELECT source, event_id FROM event_executions
+			WHERE execution_id = ? ORDER BY first_seen_at, source, event_id`, id); err != nil {
+			return nil, err
+		}
+		if len(events) > 0 {
+			return events, nil
+		}
+	}
+	return nil, nil
+}
+
+// attachError makes an error part of an event's history. The primary link
+// is taken with a conditional update, so that an error is linked once even
+// when its claim and its payload race each other. It reports whether it
+// attached the error.
+func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.ErrorRecord, ev audit.EventKey, primary bool, now time.Time) (bool, error) {
+	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
+		"execution_id": e.ExecutionID, "now": s.d.t(now)}
+	if primary {
+		n, err := s.namedExec(ctx, tx, "link error", `UPDATE n8n_errors SET source = :source, event_id = :event_id
+			WHERE id = :id AND source IS NULL`, arg)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		// The group alert about errors linked to nothing counts them when it
+		// is sent: this one no longer counts.
+	}
+	if _, err := s.namedExec(ctx, tx, "record execution", `INSERT INTO event_executions (source, event_id,
+		execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)
+		ON CONFLICT (source, event_id, execution_id) DO NOTHING`, arg); err != nil {
+		return false, err
+	}
+	var ent struct {
+		Status    audit.Status `db:"status"`
+		Holder    string       `db:"holder_execution_id"`
+		ItemCount int          `db:"item_count"`
+	}
+	// The entry is read under its row lock (a no-op update; SQLite has one
+	// writer anyway): a claim that takes the entry over commits before or
+	// after this error is judged, never between the read and the review
+	// flag, so an old holder's error cannot flag the new holder's entry.
+	ok, err := s.namedGet(ctx, tx, &ent, "read event", `UPDATE webhook_events SET last_seen_at = last_seen_at
+		WHERE source = :source AND event_id = :event_id
+		RETURNING status, holder_execution_id, item_count`, arg)
+	switch {
+	case err != nil:
+		return false, err
+	case !ok:
+		return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
+	}
+	id := e.ID
+	h := audit.HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: audit.KindError, ExecutionID: e.ExecutionID,
+		RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName, Node: e.Node,
+		Decision: e.Kind, Message: audit.Truncate(e.Message, 500), ErrorID: &id}
+	if ent.Status != audit.StatusProcessing {
+		if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+			return false, err
+		}
+		_, err := s.followUp(ctx, tx, h, now)
+		return true, err
+	}
+	chain, err := s.chainOf(ctx, tx, e.ExecutionID)
+	if err != nil {
+		return false, err
+	}
+	acting, err := s.holdsAny(ctx, tx, ev, ent.Holder, ent.ItemCount > 0, chain)
+	if err != nil {
+		return false, err
+	}
+	if !acting {
+		// The error is of an execution that does not hold the entry: it
+		// says nothing about the holder's outcome.
+		why, err := s.whyNotActing(ctx, tx, ev, chain)
+		if err != nil {
+			return false, err
+		}
+		h.Message = audit.Truncate(fmt.Sprintf("%s; the entry is not affected (holder %s): %s", why, ent.Holder, e.Message), 500)
+		_, err = s.addHistory(ctx, tx, h, now)
+		return true, err
+	}
+	arg["holder"] = ent.Holder
+	if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'error',
+		last_seen_at = :now WHERE source = :source AND event_id = :event_id AND status = 'processing'
+		AND holder_execution_id = :holder AND review_reason = ''`, arg); err != nil {
+		return false, err
+	}
+	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+		return false, err
+	}
+	return true, s.alertEvent(ctx, tx, audit.AlertExecutionError, h, now)
+}
+
+// holdsAny reports whether an execution of chain holds the event, or one of
+// its processing items; an entry nobody holds (written by SQL) counts as
+// held by anyone.
+func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, holder string, items bool, chain []string) (bool, error) {
+	if holder == "" || slices.Contains(chain, holder) {
+		return true, nil
+	}
+	if !items {
+		return false, nil
+	}
+	var held bool
+	_, err := s.namedGet(ctx, tx, &held, "read items", `SELECT EXISTS (SELECT 1 FROM event_items
+		WHERE source = :source AND event_id = :event_id AND status = 'processing' AND holder_execution_id IN (:chain))`,
+		map[string]any{"source": ev.Source, "event_id": ev.EventID, "chain": chain})
+	return held, err
+}
+
+// chainOf returns an execution and what it retries, by the lineage n8n
+// confirmed.
+func (s *Store) chainOf(ctx context.Context, q any, id string) ([]string, error) {
+	var parent string
+	if err := s.get(ctx, q, &parent, "read lineage", `SELECT retry_of FROM executions WHERE execution_id = ?`,
+		id); err != nil && !isNoRows(err) {
+		return nil, err
+	}
+	return s.chainFrom(ctx, q, id, parent)
+}
+
+// whyNotActing says what the execution of an error (or the one it retries)
+// was told about the event.
+func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, chain []string) (string, error) {
+	for _, id := range chain {
+		var x struct {
+			Acted    bool   `db:"acted"`
+			Role     string `db:"role"`
+			Decision string `db:"decision"`
+		}
+		err := s.get(ctx, tx, &x, "read execution", `SELECT ee.acted, ee.role, COALESCE((SELECT h.decision
+			FROM event_history h WHERE h.source = ee.source AND h.event_id = ee.event_id AND h.kind = 'claim'
+			AND h.execution_id = ee.execution_id ORDER BY h.id DESC LIMIT 1), '') AS decision
+			FROM event_executions ee WHERE ee.source = ? AND ee.event_id = ? AND ee.execution_id = ?`,
+			ev.Source, ev.EventID, id)
+		switch {
+		case isNoRows(err) || (err == nil && x.Role == "error"):
+			continue
+		case err != nil:
+			return "", err
+		case x.Acted:
+			return fmt.Sprintf("error of execution %s, which acted before but no longer holds the entry", id), nil
+		case x.Decision != "":
+			return fmt.Sprintf("error of execution %s, which was told %s and did nothing",
+				id, strings.ReplaceAll(x.Decision, "_", " ")), nil
+		}
+	}
+	return fmt.Sprintf("error of execution %s, which does not hold the entry", chain[0]), nil
+}
+
+// alertUnlinked alerts about an error that belongs to no event (yet). Such
+// errors are grouped by kind, workflow and node: the first of a repeat
+// interval opens a thread, the others are counted in it.
+func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audit.N8NErrorReport, now time.Time) error {
+	if r.Kind == audit.ErrorTest {
+		return nil
+	}
+	due := now
+	if r.Kind == audit.ErrorExecution {
+		due = now.Add(unlinkedGrace)
+	}
+	g, opened, err := s.joinGroup(ctx, tx, r, now)
+	if err != nil {
+		return err
+	}
+	a := audit.Alert{Kind: audit.AlertUnlinkedError, ErrorID: id, ErrorKind: r.Kind, WorkflowID: r.WorkflowID,
+		WorkflowName: r.WorkflowName, Node: r.Node, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+		N8NURL: r.URL, Message: r.Message, At: now, Group: g.Key, GroupFrom: g.OpenedAt, GroupUntil: g.ClosesAt}
+	if opened {
+		return s.enqueue(ctx, tx, g.Thread, audit.RowAlert, a, now, due)
+	}
+	return s.repeatInGroup(ctx, tx, g, a, now, due)
+}
+
+// linkPendingErrors links the errors that arrived before the claim of their
+// execution (or of an execution in its chain) to the claimed event.
+func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
+	query, args, err := sqlx.In(selectError+` WHERE source IS NULL AND kind IN (?, ?)
+		AND (execution_id IN (?) OR root_execution_id IN (?)) ORDER BY id`,
+		audit.ErrorExecution, audit.ErrorReconcile, chain, chain)
+	if err != nil {
+		return false, &audit.Error{Code: audit.CodeInternal, Message: "bind pending errors", Err: err}
+	}
+	var pending []audit.ErrorRecord
+	if err := s.selectAll(ctx, tx, &pending, "find pending errors", query, args...); err != nil {
+		return false, err
+	}
+	linked := false
+	for _, e := range pending {
+		ok, err := s.attachError(ctx, tx, e, audit.EventKey{Source: source, EventID: eventID}, true, now)
+		if err != nil {
+			return false, err
+		}
+		linked = linked || ok
+	}
+	return linked, nil
+}
+
+// KnownError reports whether an error with this dedupe key is recorded
+// (for an execution: "exec:" and its id).
+func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) {
+	var known bool
+	err := s.get(ctx, s.db, &known, "read error",
+		`SELECT EXISTS (SELECT 1 FROM n8n_errors WHERE dedupe_key = ?)`, dedupeKey)
+	return known, err
+}
+
+// Error returns one error record with its payload.
+func (s *Store) Error(ctx context.Context, id int64) (audit.ErrorRecord, error) {
+	var e audit.ErrorRecord
+	err := s.get(ctx, s.db, &e, "read error", selectErrorPayload+` WHERE id = ?`, id)
+	if isNoRows(err) {
+		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
+	}
+	return e, err
+}
+
+// Errors lists error records, newest first, and returns the cursor of the
+// next page (0 on the last).
+func (s *Store) Errors(ctx context.Context, f audit.ErrorFilter) ([]audit.ErrorRecord, int64, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	before := f.Before
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	var recs []audit.ErrorRecord
+	err := s.selectAll(ctx, s.db, &recs, "list errors", selectError+`
+		WHERE id < ? AND ((? = '' AND kind <> 'test_payload') OR kind = ?)
+		ORDER BY id DESC LIMIT ?`, before, f.Kind, f.Kind, f.Limit+1)
+	if err != nil || len(recs) <= f.Limit {
+		return recs, 0, err
+	}
+	return recs[:f.Limit], recs[f.Limit-1].ID, nil
+}
+
+// ErrorCounts returns how many errors of each kind are recorded.
+func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
+	var rows []struct {
+		Kind string `db:"kind"`
+		N    int    `db:"n"`
+	}
+	if err := s.selectAll(ctx, s.db, &rows, "count errors",
+		`SELECT kind, count(*) AS n FROM n8n_errors GROUP BY kind`); err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.Kind] = r.N
+	}
+	return out, nil
+}
+
+// ExecutionErrors returns the errors of one execution.
+func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.ErrorRecord, error) {
+	var recs []audit.ErrorRecord
+	err := s.selectAll(ctx, s.db, &recs, "read errors", selectError+` WHERE execution_id = ? ORDER BY id`, id)
+	return recs, err
+}

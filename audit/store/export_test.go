@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// ClaimTogether runs claims as one batch, in the order given, as the group
+// commit would had they arrived together: the model-based test compares it
+// with the one-by-one path.
+func (s *Store) ClaimTogether(ctx context.Context, reqs []audit.ClaimRequest) ([]audit.ClaimResult, []error) {
+	res, errs := make([]audit.ClaimResult, len(reqs)), make([]error, len(reqs))
+	var jobs []*claimJob
+	var at []int
+	for i, req := range reqs {
+		if errs[i] = req.Validate(); errs[i] != nil {
+			continue
+		}
+		j := &claimJob{ctx: ctx, req: s.claimInput(ctx, req.Stored(s.redact)), queued: time.Now(), done: make(chan struct{})}
+		jobs, at = append(jobs, j), append(at, i)
+	}
+	if len(jobs) > 0 {
+		s.claims.execute(jobs)
+	}
+	for n, j := range jobs {
+		<-j.done
+		res[at[n]], errs[at[n]] = j.res, j.err
+		if j.err == nil && j.after != nil {
+			j.after()
+		}
+	}
+	return res, errs
+}
+
+// ReportTogether runs outcome reports of events without items as one batch,
+// in the order given, as the group commit would had they arrived together.
+func (s *Store) ReportTogether(ctx context.Context, reqs []audit.OutcomeRequest) ([]audit.OutcomeResult, []error) {
+	res, errs := make([]audit.OutcomeResult, len(reqs)), make([]error, len(reqs))
+	var jobs []*outcomeJob
+	var at []int
+	for i, req := range reqs {
+		if errs[i] = req.Validate(); errs[i] != nil {
+			continue
+		}
+		j := &outcomeJob{ctx: ctx, req: outcomeInput{req: req}, queued: time.Now(), done: make(chan struct{})}
+		jobs, at = append(jobs, j), append(at, i)
+	}
+	if len(jobs) > 0 {
+		s.outcomes.execute(jobs)
+	}
+	for n, j := range jobs {
+		<-j.done
+		res[at[n]], errs[at[n]] = j.res, j.err
+		if j.err == nil && j.after != nil {
+			j.after()
+		}
+	}
+	return res, errs
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// DefaultAlertRepeat is how long errors linked to no event keep going into
+// the thread their group opened, when Options.AlertRepeat is unset.
+const DefaultAlertRepeat = time.Hour
+
+// groupReplyEvery spaces the counted replies in a group's thread (and the
+// rewrites of its first message): a trigger failing every few seconds is
+// told once a minute at most, with the count.
+const groupReplyEvery = time.Minute
+
+// alertGroup is the thread that errors of one (kind, workflow, node) go to
+// during a repeat interval.
+type alertGroup struct {
+	Key        string       `db:"group_key"`
+	Kind       string       `db:"kind"`
+	WorkflowID string       `db:"workflow_id"`
+	Node       string       `db:"node"`
+	Thread     string       `db:"thread_key"`
+	OpenedAt   time.Time    `db:"opened_at"`
+	ClosesAt   time.Time    `db:"closes_at"`
+	ReplyDue   sql.NullTime `db:"reply_due_at"`
+}
+
+// groupKey names the group of an error that links to no event, the way
+// Alertmanager's group_by does: n8n's timestamp makes every payload of a
+// failing trigger unique, its workflow, node and kind do not change.
+func groupKey(kind, workflowID, node string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + workflowID + "\x00" + node))
+	return hex.EncodeToString(h[:16])
+}
+
+// joinGroup returns the group an error of r's kind, workflow and node
+// belongs to at now, opening a new one (and reporting it) when none is open.
+// Two errors of one group committing at once open it once: the second
+// transaction waits for the first's row and finds it open.
+func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (alertGroup, bool, error) {
+	g := alertGroup{Key: groupKey(r.Kind, r.WorkflowID, r.Node), Kind: r.Kind, WorkflowID: r.WorkflowID, Node: r.Node,
+		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
+	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)
+	var thread string
+	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", `INSERT INTO alert_groups (group_key, kind,
+		workflow_id, node, thread_key, opened_at, closes_at) VALUES (:key, :kind, :workflow_id, :node, :thread, :now, :closes)
+		ON CONFLICT (group_key) DO UPDATE SET thread_key = excluded.thread_key, opened_at = excluded.opened_at,
+			closes_at = excluded.closes_at, reply_due_at = NULL
+		WHERE alert_groups.closes_at <= :now
+		RETURNING thread_key`, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,
+		"node": g.Node, "thread": g.Thread, "now": s.d.t(now), "closes": s.d.t(g.ClosesAt)})
+	if err != nil || opened {
+		return g, opened, err
+	}
+	err = s.get(ctx, tx, &g, "read alert group", `SELECT group_key, kind, workflow_id, node, thread_key, opened_at,
+		closes_at, reply_due_at FROM alert_groups WHERE group_key = ?`, g.Key)
+	return g, false, err
+}
+
+// repeatInGroup tells a group's open thread of one more error: a counted
+// reply and a rewrite of the first message, both rendered when they are
+// sent. While the first message or a reply waits, later errors need no row
+// of their own: it will count them.
+func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a audit.Alert, now, due time.Time) error {
+	var waiting bool
+	if err := s.get(ctx, tx, &waiting, "read outbox", `SELECT EXISTS (SELECT 1 FROM outbox
+		WHERE thread_key = ? AND kind IN ('alert', 'followup') AND state = 'pending')`, g.Thread); err != nil {
+		return err
+	}
+	if waiting {
+		return nil
+	}
+	if g.ReplyDue.Valid && g.ReplyDue.Time.Add(groupReplyEvery).After(due) {
+		due = g.ReplyDue.Time.Add(groupReplyEvery)
+	}
+	if _, err := s.namedExec(ctx, tx, "space group replies", `UPDATE alert_groups SET reply_due_at = :due
+		WHERE group_key = :key`, map[string]any{"due": s.d.t(due), "key": g.Key}); err != nil {
+		return err
+	}
+	if err := s.enqueue(ctx, tx, g.Thread, audit.RowFollowup, a, now, due); err != nil {
+		return err
+	}
+	return s.enqueue(ctx, tx, g.Thread, audit.RowRefresh, audit.Alert{Kind: a.Kind, Group: a.Group, ErrorID: a.ErrorID, At: now}, now, due)
+}
+
+// groupAlert brings a group's alert up to date: how many of its errors are
+// still linked to no event, the first and the last, and the last one's
+// details. A count of 0 means every error of the group was linked since.
+func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, error) {
+	var g alertGroup
+	err := s.get(ctx, s.db, &g, "read alert group", `SELECT group_key, kind, workflow_id, node, thread_key,
+		opened_at, closes_at, reply_due_at FROM alert_groups WHERE group_key = ?`, a.Group)
+	if isNoRows(err) {
+		return a, nil // the group was replaced: the alert stands as written
+	}
+	if err != nil {
+		return a, err
+	}
+	if a.GroupFrom.IsZero() {
+		a.GroupFrom, a.GroupUntil = g.OpenedAt, g.ClosesAt
+	}
+	where := ` WHERE kind = ? AND workflow_id = ? AND node = ? AND source IS NULL AND received_at >= ? AND received_at < ?`
+	args := []any{g.Kind, g.WorkflowID, g.Node, s.d.t(a.GroupFrom), s.d.t(a.GroupUntil)}
+	if err := s.get(ctx, s.db, &a.Count, "count group", `SELECT count(*) FROM n8n_errors`+where, args...); err != nil {
+		return a, err
+	}
+	if a.Count == 0 {
+		return a, nil
+	}
+	var first, last audit.ErrorRecord
+	if err := s.get(ctx, s.db, &first, "read group", selectError+where+` ORDER BY id LIMIT 1`, args...); err != nil {
+		return a, err
+	}
+	if err := s.get(ctx, s.db, &last, "read group", selectError+where+` ORDER BY id DESC LIMIT 1`, args...); err != nil {
+		return a, err
+	}
+	a.FirstAt, a.LastAt = first.ReceivedAt, last.ReceivedAt
+	a.ErrorID, a.ExecutionID, a.RetryOf, a.Message = last.ID, last.ExecutionID, last.RetryOf, last.Message
+	a.WorkflowName, a.N8NURL = last.WorkflowName, last.URL
+	return a, nil
+}

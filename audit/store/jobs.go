@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// TakeLease makes owner the holder of the named background job until ttl
+// from now, if nobody else holds it or the holder's lease ran out: several
+// instances on one database run each job once. The holder renews by taking
+// it again before the lease runs out, and releases it when it stops.
+func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	now := s.now()
+	var held bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var got string
+		var err error
+		held, err = s.namedGet(ctx, tx, &got, "take lease", `INSERT INTO job_leases (name, owner, lease_until)
+			VALUES (:name, :owner, :until)
+			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+			WHERE job_leases.owner = excluded.owner OR job_leases.lease_until < :now
+			RETURNING owner`, map[string]any{"name": name, "owner": owner, "until": s.d.t(now.Add(ttl)), "now": s.d.t(now)})
+		return err
+	})
+	return held, err
+}
+
+// ReleaseLease gives the named job up if owner holds it, so that another
+// instance takes it at its next try instead of waiting for the lease to run
+// out: a stopping instance calls it.
+func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "release lease", `DELETE FROM job_leases WHERE name = :name AND owner = :owner`,
+			map[string]any{"name": name, "owner": owner})
+		return err
+	})
+}
+
+// State returns a value a background job kept, or "" when none is kept.
+func (s *Store) State(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.get(ctx, s.db, &v, "read state", `SELECT value FROM service_state WHERE name = ?`, name)
+	if isNoRows(err) {
+		return "", nil
+	}
+	return v, err
+}
+
+// SetState keeps a value for a background job.
+func (s *Store) SetState(ctx context.Context, name, value string) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "write state", `INSERT INTO service_state (name, value, updated_at)
+			VALUES (:name, :value, :now)
+			ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+			map[string]any{"name": name, "value": value, "now": s.d.t(s.now())})
+		return err
+	})
+}
+
+// Secret returns a random secret shared by every instance on the database
+// (the pages' CSRF key), creating it on first use.
+func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	key := "secret." + name
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := s.namedExec(ctx, tx, "create secret", `INSERT INTO service_state (name, value, updated_at)
+			VALUES (:name, :value, :now) ON CONFLICT (name) DO NOTHING`,
+			map[string]any{"name": key, "value": hex.EncodeToString(fresh), "now": s.d.t(s.now())})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.State(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return hex.DecodeString(v)
+}

@@ -1,0 +1,358 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// fenceArgs names the parameters of the fenced transitions.
+type fenceArgs struct {
+	Source   string   `db:"source"`
+	EventID  string   `db:"event_id"`
+	Item     string   `db:"item"`
+	Status   string   `db:"status"`
+	CRMRef   string   `db:"crm_ref"`
+	Reporter string   `db:"reporter"`
+	Chain    []string `db:"chain"`
+	Now      any      `db:"now"`
+}
+
+// finishQueries move one ledger entry by its holder: finish to done or
+// failed, unknown to review; read says where it is when neither matched.
+//
+// Both are fenced by the holder: the reporter must hold the entry or be a
+// Retry of its holder (chain is the reporter and what it retries, by the
+// lineage n8n confirmed). An entry nobody holds (a row written by SQL)
+// takes the first report. A Retry of the holder may also move a failed
+// entry: nobody captured it since the holder failed, and the retry acted
+// again. The reporter becomes the holder.
+type finishQueries struct {
+	finish, unknown, read string
+}
+
+var eventFinish = finishQueries{
+	finish: `UPDATE webhook_events SET status = :status, holder_execution_id = :reporter, updated_at = :now,
+		last_seen_at = :now, review_reason = '', crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item_count = 0
+		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
+		AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
+		RETURNING status, holder_execution_id, item_count, review_reason`,
+	unknown: `UPDATE webhook_events SET status = 'processing', holder_execution_id = :reporter,
+		updated_at = CASE WHEN status = 'processing' THEN updated_at ELSE :now END,
+		review_reason = 'unknown', last_seen_at = :now,
+		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item_count = 0
+		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
+		AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
+			OR (status = 'failed' AND holder_execution_id <> :reporter))
+		RETURNING status, holder_execution_id, item_count, review_reason`,
+	read: `SELECT status, holder_execution_id, item_count, review_reason FROM webhook_events
+		WHERE source = :source AND event_id = :event_id`,
+}
+
+var itemFinish = finishQueries{
+	finish: `UPDATE event_items SET status = :status, holder_execution_id = :reporter, updated_at = :now,
+		review_reason = '', crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item = :item
+		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
+		AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
+		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
+	unknown: `UPDATE event_items SET status = 'processing', holder_execution_id = :reporter,
+		updated_at = CASE WHEN status = 'processing' THEN updated_at ELSE :now END, review_reason = 'unknown',
+		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+		WHERE source = :source AND event_id = :event_id AND item = :item
+		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
+		AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
+			OR (status = 'failed' AND holder_execution_id <> :reporter))
+		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
+	read: `SELECT status, holder_execution_id, 1 AS item_count, review_reason FROM event_items
+		WHERE source = :source AND event_id = :event_id AND item = :item`,
+}
+
+type finishState struct {
+	entryState
+	ReviewReason string `db:"review_reason"`
+}
+
+// ReportOutcome moves an entry for its holder: out of processing (done,
+// failed), or into review (unknown), by a conditional update fenced by the
+// holder. The same outcome again from the execution that moved the entry
+// changes nothing. A report from any other execution is refused with
+// CodeNotHolder, and kept as evidence in the history; a status conflict
+// (done is terminal) is refused with CodeConflict.
+func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (audit.OutcomeResult, error) {
+	if err := req.Validate(); err != nil {
+		return audit.OutcomeResult{}, err
+	}
+	if s.outcomes != nil && req.Item == "" {
+		return s.outcomes.do(ctx, outcomeInput{req: req}) // the batch finds out whether lineage matters
+	}
+	var items []string
+	if req.Item != "" {
+		items = []string{req.Item}
+	}
+	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: items,
+		ExecutionID: req.ExecutionID, Failed: true})
+	if s.outcomes != nil {
+		return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin, learned: true})
+	}
+	var res audit.OutcomeResult
+	var refused error
+	var alerted bool
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		res, refused, alerted, err = s.reportOutcome(ctx, tx, req, lin, s.now())
+		return err
+	})
+	if err != nil {
+		return audit.OutcomeResult{}, err
+	}
+	s.afterOutcome(req, res, refused, alerted)()
+	return res, refused // a refusal is committed: the evidence stays
+}
+
+// reportOutcome runs one report in tx. A refusal is returned apart from err,
+// so that the transaction commits the evidence it wrote.
+func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) (audit.OutcomeResult, error, bool, error) {
+	chain, err := s.recordReporter(ctx, tx, req, lin, now)
+	if err != nil {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
+		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.d.t(now)}
+	e, changed, err := s.finish(ctx, tx, req, a)
+	if err != nil {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	res := audit.OutcomeResult{Changed: changed, Status: e.Status, NeedsReview: e.Status == audit.StatusProcessing && e.ReviewReason != ""}
+	if !changed {
+		refused := s.judge(req, e, chain)
+		if refused != nil && audit.ErrorCode(refused) == audit.CodeNotHolder {
+			alerted, err := s.keepEvidence(ctx, tx, req, e, chain, refused.Error(), now)
+			if err == nil {
+				err = s.countFor(ctx, tx, now, req.Source, req.ExecutionID, audit.MetricRefused)
+			}
+			return res, refused, alerted, err
+		}
+		return res, refused, false, nil
+	}
+	if req.Item != "" {
+		if _, _, err = s.rollUp(ctx, tx, req.Source, req.EventID, "", now); err != nil {
+			return audit.OutcomeResult{}, nil, false, err
+		}
+	}
+	if _, err := s.namedExec(ctx, tx, "record reporter", insertReporter, map[string]any{
+		"source": req.Source, "event_id": req.EventID, "execution_id": req.ExecutionID, "now": s.d.t(now),
+	}); err != nil {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	res.Message = reporterMessage(req, chain, lin.note)
+	h := audit.HistoryLine{Source: req.Source, EventID: req.EventID, Item: req.Item, Kind: audit.KindOutcome,
+		ExecutionID: req.ExecutionID, Decision: string(req.Outcome), Status: string(e.Status),
+		Message: res.Message, CRMRef: req.CRMRef}
+	if len(chain) > 1 {
+		h.RetryOf = chain[1]
+	}
+	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	metrics := []string{audit.MetricOutcome + string(req.Outcome)}
+	if len(chain) > 1 {
+		metrics = append(metrics, audit.MetricRetry) // n8n's Retry shows itself only here: it does not claim again
+	}
+	if err := s.countFor(ctx, tx, now, req.Source, req.ExecutionID, metrics...); err != nil {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	if req.Outcome == audit.OutcomeUnknown {
+		return res, nil, true, s.alertEvent(ctx, tx, audit.AlertUnknown, h, now)
+	}
+	sent, err := s.followUp(ctx, tx, h, now)
+	return res, nil, sent, err
+}
+
+// recordReporter records what n8n said of the reporting execution and
+// returns its chain, empty for an execution that is not the one the service
+// knows by that id.
+func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) ([]string, error) {
+	for i := len(lin.hops) - 1; i >= 0; i-- {
+		h := lin.hops[i]
+		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf}
+		if _, err := s.recordExecution(ctx, tx, rec, now); err != nil {
+			return nil, err
+		}
+	}
+	return s.recordExecution(ctx, tx, executionRecord{ID: req.ExecutionID, WorkflowID: req.WorkflowID,
+		Mode: lin.mode, RetryOf: lin.retryOf, Note: lin.note}, now)
+}
+
+// finish runs the fenced transition and, when it did not match, reads the
+// entry as it is.
+func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, a fenceArgs) (finishState, bool, error) {
+	q := eventFinish
+	if req.Item != "" {
+		q = itemFinish
+		var itemCount int
+		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", lockItemEvent, a)
+		switch {
+		case err != nil:
+			return finishState{}, false, err
+		case !ok:
+			return finishState{}, false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
+		case itemCount == 0:
+			return finishState{}, false, audit.FieldErrors{"item": "this event was claimed without items: leave item out"}.Err()
+		}
+	}
+	update := q.finish
+	if req.Outcome == audit.OutcomeUnknown {
+		update = q.unknown
+	}
+	var e finishState
+	if len(a.Chain) > 0 {
+		ok, err := s.namedGet(ctx, tx, &e, "report outcome", update, a)
+		if err != nil || ok {
+			if ok && req.Item != "" && req.Outcome == audit.OutcomeUnknown {
+				_, err = s.namedExec(ctx, tx, "mark for review", markEventUnknown, a)
+			}
+			return e, ok, err
+		}
+	}
+	ok, err := s.namedGet(ctx, tx, &e, "read entry", q.read, a)
+	switch {
+	case err != nil:
+		return e, false, err
+	case !ok && req.Item != "":
+		return e, false, audit.Errorf(audit.CodeNotFound, "no item %q in event %s/%s", req.Item, req.Source, req.EventID)
+	case !ok:
+		return e, false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
+	case req.Item == "" && e.ItemCount > 0:
+		return e, false, audit.FieldErrors{"item": "required: this event was claimed with items"}.Err()
+	}
+	return e, false, nil
+}
+
+// judge explains a report that moved nothing: a resend of what the
+// reporter already said (nil), a status conflict, or a reporter that does
+// not hold the entry.
+func (s *Store) judge(req audit.OutcomeRequest, e finishState, chain []string) error {
+	holds := e.Holder == req.ExecutionID && len(chain) > 0
+	switch {
+	case holds && string(e.Status) == string(req.Outcome):
+		return nil
+	case holds && req.Outcome == audit.OutcomeUnknown && e.Status == audit.StatusProcessing:
+		return nil // already waiting for review
+	case holds || e.Holder == "" || (len(chain) > 1 && slices.Contains(chain[1:], e.Holder)):
+		return &audit.Error{Code: audit.CodeConflict, Status: e.Status, Holder: e.Holder, Message: fmt.Sprintf(
+			"the entry is %s: %s cannot follow it (done is final; failed is left only by a new claim or a Retry)",
+			e.Status, req.Outcome)}
+	}
+	return &audit.Error{Code: audit.CodeNotHolder, Status: e.Status, Holder: e.Holder, Message: fmt.Sprintf(
+		"execution %s does not hold %s (holder %s, %s): nothing was changed; the report is kept as evidence",
+		req.ExecutionID, entryName(req.Source, req.EventID, req.Item), holderName(e.Holder), e.Status)}
+}
+
+// keepEvidence writes a refused report into the history, once per
+// execution and outcome: a node's Retry On Fail resends it. An entry still
+// processing that hears done or unknown from outside the fence waits for a
+// person, who may confirm the evidence, and such a report is alerted (on a
+// done entry too: a second order may exist); a stray failed changes no risk
+// and is only news in a thread already open.
+func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, e finishState, chain []string, why string, now time.Time) (bool, error) {
+	var seen bool
+	if err := s.get(ctx, tx, &seen, "read evidence", `SELECT EXISTS (SELECT 1 FROM event_history
+		WHERE source = ? AND event_id = ? AND item = ? AND kind = 'not_holder' AND execution_id = ? AND decision = ?)`,
+		req.Source, req.EventID, req.Item, req.ExecutionID, string(req.Outcome)); err != nil || seen {
+		return false, err
+	}
+	msg := fmt.Sprintf("execution %s reported %s", req.ExecutionID, req.Outcome)
+	if req.CRMRef != "" {
+		msg += " (" + req.CRMRef + ")"
+	}
+	msg += fmt.Sprintf(" but does not hold the entry (holder %s, %s)", holderName(e.Holder), e.Status)
+	if len(chain) == 0 {
+		msg += "; its id is known from another workflow"
+	}
+	if req.Reason != "" {
+		msg += ": " + req.Reason
+	}
+	h := audit.HistoryLine{Source: req.Source, EventID: req.EventID, Item: req.Item, Kind: audit.KindNotHolder,
+		ExecutionID: req.ExecutionID, Decision: string(req.Outcome), Status: string(e.Status),
+		Message: msg, CRMRef: req.CRMRef}
+	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
+		return false, err
+	}
+	if e.Status == audit.StatusProcessing && req.Outcome != audit.OutcomeFailed {
+		q := `UPDATE webhook_events SET review_reason = 'not_holder'
+			WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`
+		if req.Item != "" {
+			q = `UPDATE event_items SET review_reason = 'not_holder'
+			WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
+			AND review_reason = ''`
+		}
+		a := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item}
+		if _, err := s.namedExec(ctx, tx, "mark for review", q, a); err != nil {
+			return false, err
+		}
+		if req.Item != "" {
+			if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'not_holder'
+				WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`, a); err != nil {
+				return false, err
+			}
+		}
+	}
+	if req.Outcome == audit.OutcomeFailed {
+		return s.followUp(ctx, tx, h, now)
+	}
+	// Done or unknown from outside the fence says that a second execution
+	// may have acted: people hear of it, whether or not the entry was
+	// alerted before, and the stale detector need not say it again.
+	return true, s.alertEvent(ctx, tx, audit.AlertNotHolder, h, now)
+}
+
+const (
+	insertReporter = `INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
+		VALUES (:source, :event_id, :execution_id, 'report', :now)
+		ON CONFLICT (source, event_id, execution_id) DO NOTHING`
+	markEventUnknown = `UPDATE webhook_events SET review_reason = 'unknown'
+		WHERE source = :source AND event_id = :event_id AND status = 'processing'`
+)
+
+// reporterMessage says who moved the entry: the holder, or a Retry of it
+// ("done by retry 32 of 30").
+func reporterMessage(req audit.OutcomeRequest, chain []string, note string) string {
+	msg := string(req.Outcome) + " by "
+	if len(chain) > 1 {
+		msg += fmt.Sprintf("retry %s of %s", req.ExecutionID, strings.Join(chain[1:], " ← "))
+	} else {
+		msg += req.ExecutionID
+	}
+	if req.CRMRef != "" {
+		msg += "; CRM reference " + req.CRMRef
+	}
+	if req.Reason != "" {
+		msg += ": " + req.Reason
+	}
+	if note != "" {
+		msg += " (" + note + ")"
+	}
+	return msg
+}
+
+func entryName(source, eventID, item string) string {
+	if item != "" {
+		return source + "/" + eventID + " item " + item
+	}
+	return source + "/" + eventID
+}
+
+func holderName(h string) string {
+	if h == "" {
+		return "none"
+	}
+	return h
+}

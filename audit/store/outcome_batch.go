@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// outcomeInput is one outcome report waiting for a batch, with what n8n
+// said of its reporter's lineage before. A report of an event without items
+// is queued without it: lineage matters only when another execution holds
+// the entry, which the batch finds out for all its reports in one
+// statement, and sends the few that need their lineage again once it is
+// learned.
+type outcomeInput struct {
+	req     audit.OutcomeRequest
+	lin     lineage
+	learned bool
+}
+
+type outcomeJob = job[outcomeInput, audit.OutcomeResult]
+
+// outcomeBatch decides a batch of outcome reports in tx, in the order they
+// came, each in a savepoint: the batch shares one commit. A report refused
+// for what it asks writes nothing (not found, invalid) or only its evidence
+// (not the holder), and fails none of its neighbours. A later report of an
+// event in the batch goes again after the batch commits, its lineage
+// learned anew: the report before may have moved the holder, and what
+// lineage says (from n8n's API or from what the service knows) was learned
+// against the holder before. A report whose entry's row another session
+// holds is set aside, as a claim is (batcher.setAside).
+func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) error {
+	locked, err := lockEntries(ctx, s, tx, jobs, func(o outcomeInput) audit.EventKey {
+		return audit.EventKey{Source: o.req.Source, EventID: o.req.EventID}
+	})
+	if err != nil {
+		return err
+	}
+	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked[entryKey(o.req.Source, o.req.EventID)] })
+	needs, err := s.reportsNeedingLineage(ctx, tx, jobs)
+	if err != nil {
+		return err
+	}
+	seen, later := map[string]bool{}, map[string]bool{}
+	for _, j := range jobs {
+		k := j.req.req.Source + "\x00" + j.req.req.EventID
+		if later[k] || seen[k] || needs[j] {
+			j.again, later[k] = true, true
+			continue
+		}
+		seen[k] = true
+		if _, err := s.exec(ctx, tx, "outcome", `SAVEPOINT outcome`); err != nil {
+			return err
+		}
+		res, refused, alerted, err := s.reportOutcome(ctx, tx, j.req.req, j.req.lin, now)
+		if err != nil {
+			if !refusal(err) {
+				return err
+			}
+			j.err = err
+			if _, err := s.exec(ctx, tx, "outcome", `ROLLBACK TO SAVEPOINT outcome`); err != nil {
+				return err
+			}
+			continue
+		}
+		j.res, j.err = res, refused
+		j.after = s.afterOutcome(j.req.req, res, refused, alerted)
+		if _, err := s.exec(ctx, tx, "outcome", `RELEASE SAVEPOINT outcome`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) afterOutcome(req audit.OutcomeRequest, res audit.OutcomeResult, refused error, alerted bool) func() {
+	return func() {
+		s.metrics.Reported(string(req.Outcome), res.Changed && refused == nil)
+		if alerted {
+			s.nudge()
+		}
+	}
+}
+
+// reportsNeedingLineage returns the reports queued without lineage (the
+// first of each event in the batch) whose entry another execution holds, as
+// the batch starts, and whose lineage can say something: n8n's API is
+// configured, or the service knows the reporter from n8n.
+func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob) (map[*outcomeJob]bool, error) {
+	seen := map[string]bool{}
+	var asked []*outcomeJob
+	var rows [][]string
+	for _, j := range jobs {
+		r := j.req.req
+		k := r.Source + "\x00" + r.EventID
+		if !j.req.learned && !seen[k] {
+			asked = append(asked, j)
+			rows = append(rows, []string{r.Source, r.EventID})
+		}
+		seen[k] = true
+	}
+	if len(asked) == 0 {
+		return nil, nil
+	}
+	var holders []struct {
+		audit.EventKey
+		Holder string `db:"holder_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &holders, "read holders", s.batchQ.readReportHolders, s.d.rowArgs(2, rows)...); err != nil {
+		return nil, err
+	}
+	held := map[string]string{}
+	for _, h := range holders {
+		held[h.Source+"\x00"+h.EventID] = h.Holder
+	}
+	var others [][]string
+	asked = slices.DeleteFunc(asked, func(j *outcomeJob) bool {
+		h := held[j.req.req.Source+"\x00"+j.req.req.EventID]
+		if h == "" || h == j.req.req.ExecutionID {
+			return true
+		}
+		others = append(others, []string{j.req.req.ExecutionID})
+		return false
+	})
+	if len(asked) == 0 {
+		return nil, nil
+	}
+	known := map[string]bool{}
+	if s.lookup == nil {
+		var ids []string
+		if err := s.selectAll(ctx, tx, &ids, "read executions", s.batchQ.readKnown, s.d.rowArgs(1, others)...); err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			known[id] = true
+		}
+	}
+	needs := map[*outcomeJob]bool{}
+	for _, j := range asked {
+		needs[j] = s.lookup != nil || known[j.req.req.ExecutionID]
+	}
+	return needs, nil
+}

@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// scratch reports whether a source is one of the drill's.
+func scratch(source string) bool {
+	return source == audit.ScratchSource || source == audit.ScratchSource+".other"
+}
+
+// HasUniqueKey reports whether webhook_events has a unique key on exactly
+// (source, event_id): without it, two claims of one key could both win.
+func (s *Store) HasUniqueKey(ctx context.Context) (bool, error) {
+	var n int
+	err := s.get(ctx, s.db, &n, "read the unique key", s.d.uniqueKey)
+	return n > 0, err
+}
+
+// DeleteScratch deletes the self-check's events and what it recorded of its
+// executions.
+func (s *Store) DeleteScratch(ctx context.Context, executionPrefix string) error {
+	if !strings.HasPrefix(executionPrefix, audit.ScratchSource+"-") {
+		return audit.Errorf(audit.CodeInvalid, "the drill's executions are named %s-…", audit.ScratchSource)
+	}
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		arg := map[string]any{"sources": []string{audit.ScratchSource, audit.ScratchSource + ".other"},
+			"executions": executionPrefix + "%"}
+		for _, q := range []string{
+			`DELETE FROM outbox WHERE source IN (:sources)`,
+			`DELETE FROM webhook_events WHERE source IN (:sources)`,
+			`DELETE FROM n8n_errors WHERE execution_id LIKE :executions`,
+			`DELETE FROM executions WHERE execution_id LIKE :executions`,
+		} {
+			if _, err := s.namedExec(ctx, tx, "delete the drill", q, arg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,458 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the PostgreSQL driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	_ "modernc.org/sqlite" // the SQLite driver, pure Go
+
+	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/metrics"
+	"github.com/retryaudit/retryaudit/migrations"
+)
+
+// Options configure a Store.
+type Options struct {
+	// URL selects the database: postgres://… or postgresql://… for
+	// PostgreSQL, sqlite:PATH for a SQLite file, empty for the SQLite file
+	// retryaudit.db in DataDir.
+	URL     string
+	DataDir string
+	// Exclusive takes a lock on a SQLite file so that a second process
+	// serving the same file fails at start. PostgreSQL needs none.
+	Exclusive bool
+	// ReviewAfter is how long an entry may stay processing without an
+	// outcome before a person should look at it.
+	ReviewAfter time.Duration
+	// AlertRepeat is how long errors linked to no event of one kind,
+	// workflow and node go into one thread before a fresh alert
+	// (DefaultAlertRepeat when unset).
+	AlertRepeat time.Duration
+	// Lookup asks n8n about executions the service has not seen; nil
+	// means no n8n API is configured.
+	Lookup audit.ExecutionLookup
+	// Redactor hides credentials in what the store keeps of n8n's text;
+	// required (n8n.Redactor).
+	Redactor audit.Redactor
+	// Metrics, when set, counts what the store does and keeps its gauges
+	// (outbox, review queue), read from the database in the background
+	// every GaugeInterval (default 15s) whatever the scrape rate.
+	Metrics       *metrics.Metrics
+	GaugeInterval time.Duration
+	// MaxConns is the PostgreSQL pool's size (default 20).
+	MaxConns int
+	// LockTimeout bounds every PostgreSQL statement's wait for a lock
+	// (DefaultLockTimeout): past it, the request is answered 503 at once.
+	LockTimeout time.Duration
+	// Batching sets up group commit; its zero value batches with the
+	// defaults.
+	Batching Batching
+	// SQLiteSyncNormal opens SQLite with synchronous=NORMAL instead of
+	// FULL: faster, but a commit already answered may be lost on an OS
+	// crash or power loss.
+	SQLiteSyncNormal bool
+	Now              func() time.Time
+	Logger           *slog.Logger
+}
+
+// The defaults of the settings that bound a request's waits.
+const (
+	// DefaultLockTimeout is how long a PostgreSQL statement waits for a
+	// row another session holds (Options.LockTimeout).
+	DefaultLockTimeout = 2 * time.Second
+	// DefaultQueueWait is how long a claim or an outcome report waits to
+	// start (Batching.Wait).
+	DefaultQueueWait = 500 * time.Millisecond
+)
+
+// Store is the ledger and everything kept beside it. It is safe for
+// concurrent use; every public method that writes opens its own transaction.
+type Store struct {
+	db          *sqlx.DB
+	d           dialect
+	where       string // the database, for messages, without credentials
+	reviewAfter time.Duration
+	alertRepeat time.Duration
+	lookup      audit.ExecutionLookup
+	redact      audit.Redactor
+	metrics     *metrics.Metrics
+	now         func() time.Time
+	log         *slog.Logger
+	unlock      io.Closer
+	wake        chan struct{}
+	// stmts caches prepared statements by query: parsing is a third of
+	// SQLite's work on the claim path and a round trip on PostgreSQL.
+	stmts     sync.Map // string → *sqlx.Stmt
+	preparing sync.Map // string → true while a background prepare runs
+	shards    sync.Map // *sqlx.Tx → its counter shard, while it runs
+	bg        sync.WaitGroup
+	closing   context.Context
+	close     context.CancelFunc
+	// writer admits one write transaction at a time on SQLite, which has
+	// one writer anyway: waiting here respects the request's deadline,
+	// waiting in SQLite's busy handler sleeps.
+	writer chan struct{}
+	// claims commits concurrent claims together; nil when batching is off.
+	claims   *batcher[claimInput, audit.ClaimResult]
+	outcomes *batcher[outcomeInput, audit.OutcomeResult]
+	busy     *busyKeys // the entries the batches are deciding
+	batchQ   claimBatchQueries
+	gauges   *storeCollector // nil without metrics
+}
+
+// Open connects to the database that opts names. It does not migrate: call
+// Migrate, or check SchemaCurrent, before serving.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Redactor == nil {
+		return nil, errors.New("audit: Options.Redactor is required: text from n8n can carry credentials")
+	}
+	d, dsn, where, err := dataSource(opts.URL, opts.DataDir, opts.SQLiteSyncNormal)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		d:           d,
+		where:       where,
+		reviewAfter: opts.ReviewAfter,
+		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
+		lookup:      opts.Lookup,
+		redact:      opts.Redactor,
+		metrics:     opts.Metrics,
+		now:         opts.Now,
+		log:         opts.Logger,
+		wake:        make(chan struct{}, 1),
+	}
+	s.closing, s.close = context.WithCancel(context.Background())
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.reviewAfter <= 0 {
+		s.reviewAfter = 15 * time.Minute
+	}
+	if d.name == "sqlite" && opts.Exclusive {
+		if s.unlock, err = lockFile(where + ".lock"); err != nil {
+			return nil, err
+		}
+	}
+	if d.name == "postgres" {
+		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, DefaultLockTimeout))
+	} else {
+		s.db, err = sqlx.Open(d.driver, dsn)
+	}
+	if err != nil {
+		s.closeLock()
+		return nil, fmt.Errorf("audit: open %s: %w", where, err)
+	}
+	if d.name == "sqlite" {
+		s.writer = make(chan struct{}, 1)
+		s.db.SetMaxOpenConns(4) // one writer, readers beside it (WAL)
+		s.db.SetMaxIdleConns(4)
+	} else {
+		// Every connection is kept while in use: one closed after a burst
+		// is a new server process and its statements prepared again at the
+		// next (at 32 clients that was most of a claim's time). Idle ones
+		// go after a while.
+		conns := cmp.Or(opts.MaxConns, 20)
+		s.db.SetMaxOpenConns(conns)
+		s.db.SetMaxIdleConns(conns)
+		s.db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.watch(s.metrics, cmp.Or(opts.GaugeInterval, 15*time.Second))
+	s.startBatching(opts.Batching)
+	return s, nil
+}
+
+// startBatching starts the group commit of claims and outcomes, unless it
+// is off.
+func (s *Store) startBatching(b Batching) {
+	if b.Off {
+		return
+	}
+	b.MaxBatch = cmp.Or(b.MaxBatch, 128)
+	b.Queue = cmp.Or(b.Queue, 4096)
+	b.Wait = cmp.Or(b.Wait, DefaultQueueWait)
+	if b.Workers <= 0 {
+		b.Workers = 2
+		if s.writer != nil {
+			b.Workers = 1 // SQLite has one writer
+		}
+	}
+	s.batchQ = newClaimBatchQueries(s.d)
+	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
+	s.claims = newBatcher(s, "claims", b, s.claimBatch)
+	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
+	s.claims.key = func(c claimInput) string { return claimKey(c.req) }
+	s.outcomes.key = func(o outcomeInput) string { return entryKey(o.req.Source, o.req.EventID) }
+	s.outcomes.prepare = func(ctx context.Context, j *outcomeJob) {
+		r := j.req.req
+		var items []string
+		if r.Item != "" {
+			items = []string{r.Item}
+		}
+		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: items,
+			ExecutionID: r.ExecutionID, Failed: true})
+		j.req.learned = true
+	}
+	s.claims.prepare = func(ctx context.Context, j *claimJob) {
+		r := j.req.req
+		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
+			ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
+		j.req.learned = true
+	}
+}
+
+// Close closes the database and releases the SQLite lock.
+func (s *Store) Close() error {
+	s.close()
+	if s.claims != nil {
+		s.claims.stop()
+		s.outcomes.stop()
+	}
+	s.bg.Wait()
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sqlx.Stmt).Close()
+		return true
+	})
+	err := s.db.Close()
+	s.closeLock()
+	return err
+}
+
+func (s *Store) closeLock() {
+	if s.unlock != nil {
+		s.unlock.Close()
+		s.unlock = nil
+	}
+}
+
+// Dialect returns "postgres" or "sqlite".
+func (s *Store) Dialect() string { return s.d.name }
+
+// Where names the database for people: a file path or a URL without its
+// password.
+func (s *Store) Where() string { return s.where }
+
+// DB returns the connection pool, for tests and for the self-check.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Wakeups delivers a value after a commit that wrote to the outbox, so that
+// the worker sends without waiting for its next poll.
+func (s *Store) Wakeups() <-chan struct{} { return s.wake }
+
+func (s *Store) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.db.PingContext(ctx); err != nil {
+		return dbError("ping "+s.where, err)
+	}
+	return nil
+}
+
+func (s *Store) migrator() (*goose.Provider, error) {
+	fsys, err := migrations.FS(s.d.name)
+	if err != nil {
+		return nil, fmt.Errorf("audit: migrations: %w", err)
+	}
+	opts := []goose.ProviderOption{goose.WithTableName("retryaudit_schema_version")}
+	if s.d.name == "postgres" {
+		// Instances starting together must not migrate at once.
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, fmt.Errorf("audit: migration lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	return goose.NewProvider(s.d.goose, s.db.DB, fsys, opts...)
+}
+
+// Migrate applies the migrations that have not run yet.
+func (s *Store) Migrate(ctx context.Context) error {
+	p, err := s.migrator()
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return dbError("migrate "+s.where, err)
+	}
+	for _, r := range results {
+		s.log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
+	}
+	s.RefreshGauges(ctx) // the first reading, now that the tables exist
+	return nil
+}
+
+// SchemaCurrent reports whether every migration has been applied.
+func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
+	p, err := s.migrator()
+	if err != nil {
+		return false, err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return false, dbError("read schema version", err)
+	}
+	return !pending, nil
+}
+
+// inTx runs fn in a transaction and commits it. A PostgreSQL serialization
+// failure or deadlock runs fn again, up to three times: fn must not have
+// effects outside the transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.tryTx(ctx, fn); err == nil || !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if s.writer != nil {
+		select {
+		case s.writer <- struct{}{}:
+			defer func() { <-s.writer }()
+		case <-ctx.Done():
+			return dbError("wait for the writer", ctx.Err())
+		}
+	}
+	start := time.Now()
+	tx, err := s.db.BeginTxx(ctx, nil)
+	s.metrics.Ran("begin", start)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	defer s.shards.Delete(tx)
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	start = time.Now()
+	err = tx.Commit()
+	s.metrics.Ran("commit", start)
+	if err != nil {
+		return dbError("commit", err)
+	}
+	return nil
+}
+
+// prepared returns query prepared once for the pool and bound to q when q
+// is a transaction (database/sql prepares it once per connection). Inside a
+// transaction a statement not prepared yet is prepared in the background and
+// nil is returned: preparing on the pool would wait for a connection while
+// holding one, and with every connection in a transaction that waits forever.
+func (s *Store) prepared(q any, query string) *sqlx.Stmt {
+	tx, inTx := q.(*sqlx.Tx)
+	if v, ok := s.stmts.Load(query); ok {
+		if inTx {
+			return tx.Stmtx(v.(*sqlx.Stmt))
+		}
+		return v.(*sqlx.Stmt)
+	}
+	if inTx {
+		if _, busy := s.preparing.LoadOrStore(query, true); !busy {
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				s.prepare(query)
+			}()
+		}
+		return nil
+	}
+	return s.prepare(query)
+}
+
+func (s *Store) prepare(query string) *sqlx.Stmt {
+	ctx, cancel := context.WithTimeout(s.closing, 10*time.Second)
+	defer cancel()
+	st, err := s.db.PreparexContext(ctx, query)
+	if err != nil {
+		s.preparing.Delete(query)
+		return nil // run unprepared: the query reports the error itself
+	}
+	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return v.(*sqlx.Stmt)
+	}
+	return st
+}
+
+// get, selectAll and exec run a query with ? placeholders on q (the pool
+// or a transaction), prepared, and classify its errors. get returns
+// sql.ErrNoRows unwrapped.
+func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args ...any) error {
+	query = s.db.Rebind(query)
+	defer s.metrics.Ran(op, time.Now())
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		err = st.GetContext(ctx, dest, args...)
+	} else {
+		err = sqlx.GetContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return dbError(op, err)
+	}
+	return err
+}
+
+func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string, args ...any) error {
+	query = s.db.Rebind(query)
+	defer s.metrics.Ran(op, time.Now())
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		err = st.SelectContext(ctx, dest, args...)
+	} else {
+		err = sqlx.SelectContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	}
+	if err != nil {
+		return dbError(op, err)
+	}
+	return nil
+}
+
+func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) (int64, error) {
+	query = s.db.Rebind(query)
+	defer s.metrics.Ran(op, time.Now())
+	var res sql.Result
+	var err error
+	if st := s.prepared(q, query); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = q.(sqlx.ExecerContext).ExecContext(ctx, query, args...)
+	}
+	if err != nil {
+		return 0, dbError(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, dbError(op, err)
+	}
+	return n, nil
+}
