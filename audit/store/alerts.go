@@ -53,8 +53,7 @@ func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h audi
 		Deliveries int          `db:"deliveries"`
 		CRMRef     string       `db:"crm_ref"`
 	}
-	if err := s.get(ctx, tx, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
-		FROM webhook_events WHERE source = ? AND event_id = ?`, h.Source, h.EventID); err != nil {
+	if err := s.get(ctx, tx, &ev, "read event", s.q.ReadEventState, h.Source, h.EventID); err != nil {
 		return audit.Alert{}, err
 	}
 	a := audit.Alert{
@@ -71,7 +70,7 @@ func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h audi
 	// error payload: fill in what the service knows of it.
 	if a.ExecutionID != "" {
 		var x audit.Execution
-		err := s.get(ctx, tx, &x, "read execution", selectExecution+` WHERE execution_id = ?`, a.ExecutionID)
+		err := s.get(ctx, tx, &x, "read execution", s.q.ReadExecution, a.ExecutionID)
 		if err != nil && !isNoRows(err) {
 			return audit.Alert{}, err
 		}
@@ -92,13 +91,9 @@ func (s *Store) reply(ctx context.Context, tx *sqlx.Tx, thread string, a audit.A
 func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (bool, error) {
 	var open bool
 	err := s.get(ctx, tx, &open, "read thread",
-		`SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ? AND kind = 'alert')`, thread)
+		s.q.ThreadOpen, thread)
 	return open, err
 }
-
-const insertOutbox = `INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
-	last_error, alert_kind)
-	VALUES (:now, :due, :thread_key, :kind, :source, :event_id, :error_id, :payload, :state, :last_error, :alert_kind)`
 
 // enqueue writes one outbox row in the caller's transaction; it is sent at
 // due or later.
@@ -120,8 +115,8 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 			return err
 		}
 	}
-	_, err = s.namedExec(ctx, tx, "write outbox", insertOutbox, map[string]any{
-		"now": s.d.t(now), "due": s.d.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
+	_, err = s.namedExec(ctx, tx, "write outbox", s.q.WriteOutbox, map[string]any{
+		"now": s.t(now), "due": s.t(due), "thread_key": thread, "kind": kind, "source": a.Source,
 		"event_id": a.EventID, "error_id": errorID, "payload": string(payload), "state": state, "last_error": why,
 		"alert_kind": a.Kind,
 	})
@@ -145,8 +140,7 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 		Deliveries int          `db:"deliveries"`
 		CRMRef     string       `db:"crm_ref"`
 	}
-	err := s.get(ctx, s.db, &ev, "read event", `SELECT status, updated_at, deliveries, crm_ref
-		FROM webhook_events WHERE source = ? AND event_id = ?`, root.Source, root.EventID)
+	err := s.get(ctx, s.db, &ev, "read event", s.q.ReadEventState, root.Source, root.EventID)
 	if isNoRows(err) {
 		a.Resolution = "the event is no longer in the ledger"
 		return a, nil
@@ -156,10 +150,7 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 	}
 	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
 	var last audit.HistoryLine
-	err = s.get(ctx, s.db, &last, "read history", `SELECT id, source, event_id, item, at, kind, execution_id,
-		retry_of, workflow_id, workflow_name, node, decision, delivery, status, actor, message, error_id
-		FROM event_history WHERE source = ? AND event_id = ? AND kind IN ('outcome', 'resolution')
-		ORDER BY id DESC LIMIT 1`, root.Source, root.EventID)
+	err = s.get(ctx, s.db, &last, "read history", s.q.ReadLastSettlement, root.Source, root.EventID)
 	switch {
 	case isNoRows(err):
 		return a, nil

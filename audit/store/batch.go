@@ -111,7 +111,7 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 		return j.res, j.err
 	case <-ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return zero, dbError(b.name+": waiting for a batch", ctx.Err())
+			return zero, b.s.dbError(b.name+": waiting for a batch", ctx.Err())
 		}
 		<-j.done // it runs now: its answer is the truth, give it
 		return j.res, j.err

@@ -102,11 +102,11 @@ func (c *claimer) run(ctx context.Context) (audit.ClaimResult, error) {
 
 func (c *claimer) args(item string) entryArgs {
 	return entryArgs{Source: c.req.Source, EventID: c.req.EventID, Item: item,
-		Holder: c.req.ExecutionID, Now: c.s.d.t(c.now), Chain: c.chain}
+		Holder: c.req.ExecutionID, Now: c.s.t(c.now), Chain: c.chain}
 }
 
 func (c *claimer) claimEvent(ctx context.Context, res *audit.ClaimResult) error {
-	e, err := c.s.claimEntry(ctx, c.tx, eventEntry, c.args(""))
+	e, err := c.s.claimEntry(ctx, c.tx, c.s.q.eventEntry(), c.args(""))
 	if err != nil {
 		return err
 	}
@@ -121,13 +121,13 @@ func (c *claimer) claimEvent(ctx context.Context, res *audit.ClaimResult) error 
 
 func (c *claimer) claimItems(ctx context.Context, res *audit.ClaimResult) error {
 	a := c.args("")
-	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", insertItemEvent, a)
+	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", c.s.q.InsertItemEvent, a)
 	if err != nil {
 		return err
 	}
 	if !created {
 		var itemCount int
-		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", lockItemEvent, a); err != nil {
+		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", c.s.q.LockItemEvent, a); err != nil {
 			return err
 		}
 		if itemCount == 0 {
@@ -137,7 +137,7 @@ func (c *claimer) claimItems(ctx context.Context, res *audit.ClaimResult) error 
 	}
 	res.Decision = audit.DecisionDuplicate
 	for _, item := range c.req.Items {
-		e, err := c.s.claimEntry(ctx, c.tx, itemEntry, c.args(item))
+		e, err := c.s.claimEntry(ctx, c.tx, c.s.q.itemEntry(), c.args(item))
 		if err != nil {
 			return err
 		}
@@ -174,8 +174,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 	}
 	if !c.created {
 		var prev previousDelivery
-		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", `SELECT first_workflow_id, last_delivery_id,
-			last_presented_at, fingerprint FROM webhook_events WHERE source = ? AND event_id = ?`,
+		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", c.s.q.ReadPresented,
 			c.req.Source, c.req.EventID); err != nil {
 			return err
 		}
@@ -183,10 +182,10 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 			c.req.Fingerprint, c.now)
 	}
 	a := presentArgs{Source: c.req.Source, EventID: c.req.EventID, ExecutionID: c.req.ExecutionID,
-		Delivery: string(res.Delivery), Now: c.s.d.t(c.now), Fingerprint: c.req.Fingerprint,
+		Delivery: string(res.Delivery), Now: c.s.t(c.now), Fingerprint: c.req.Fingerprint,
 		Acted: res.Process, DeliveryID: c.req.DeliveryID, WorkflowID: c.req.WorkflowID, Class: string(res.Class)}
 	var id string
-	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", presentExecution, a)
+	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", c.s.q.PresentExecution, a)
 	if err != nil {
 		return err
 	}
@@ -196,7 +195,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 		res.Delivery, res.Class = audit.DeliverySameExecution, ""
 	}
 	if !isNew && res.Process {
-		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", markActed, a); err != nil {
+		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", c.s.q.MarkActed, a); err != nil {
 			return err
 		}
 	}
@@ -204,7 +203,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 		Deliveries  int    `db:"deliveries"`
 		Fingerprint string `db:"fingerprint"`
 	}
-	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", countDelivery, a); err != nil {
+	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", c.s.q.CountDelivery, a); err != nil {
 		return err
 	}
 	res.Deliveries = counted.Deliveries
@@ -314,29 +313,3 @@ type presentArgs struct {
 	WorkflowID  string `db:"workflow_id"`
 	Class       string `db:"class"`
 }
-
-const (
-	// presentExecution returns a row when the execution presents the key
-	// for the first time (an execution known only from an error or an
-	// outcome report presents it now).
-	// It also remembers whether the execution was told to act; markActed
-	// does when it was not new.
-	presentExecution = `INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id,
-		workflow_id, class, first_seen_at)
-		VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :delivery_id, :workflow_id, :class, :now)
-		ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
-		acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
-		workflow_id = excluded.workflow_id, class = excluded.class
-		WHERE event_executions.role <> 'claim'
-		RETURNING execution_id`
-	markActed = `UPDATE event_executions SET acted = true
-		WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted`
-	// countDelivery counts a new presenter and keeps the first fingerprint.
-	countDelivery = `UPDATE webhook_events SET deliveries = deliveries + :new,
-		fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END,
-		first_workflow_id = CASE WHEN first_workflow_id = '' AND :new = 1 THEN :workflow_id ELSE first_workflow_id END,
-		last_delivery_id = CASE WHEN :new = 1 THEN :delivery_id ELSE last_delivery_id END,
-		last_presented_at = CASE WHEN :new = 1 THEN :now ELSE last_presented_at END
-		WHERE source = :source AND event_id = :event_id
-		RETURNING deliveries, fingerprint`
-)

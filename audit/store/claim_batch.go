@@ -33,120 +33,6 @@ func (s *Store) claimInput(ctx context.Context, req audit.ClaimRequest) claimInp
 
 type claimJob = job[claimInput, audit.ClaimResult]
 
-// claimBatchQueries are the set-based statements of a batch of claims, one
-// text per database, each over a row set of the batch.
-type claimBatchQueries struct {
-	readExecutions, upsertExecutions, readKnown string
-	readHolders, readReportHolders              string
-	insertEntries, reclaim, hold, touch         string
-	present, markActed, countDeliveries, write  string
-	count, pendingErrors, openThreads           string
-	// lockEntries locks the rows of a batch's entries and returns those
-	// another session holds, skipped rather than waited for; empty on
-	// SQLite, which has no row locks.
-	lockEntries string
-}
-
-func newClaimBatchQueries(d dialect) claimBatchQueries {
-	ts := d.tsParam()
-	entryCols := `RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-		last_delivery_id, last_presented_at`
-	match := `source = v_source AND event_id = v_event_id AND item_count = 0`
-	q := claimBatchQueries{
-		readExecutions: `WITH v AS (` + d.rowSet("v_id") + `)
-			SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)`,
-		readKnown: `WITH v AS (` + d.rowSet("v_id") + `)
-			SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
-			AND (retry_of <> '' OR mode <> '')`,
-		readHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
-			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
-			AND status = 'processing' AND holder_execution_id <> ''`,
-		readReportHolders: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
-			SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE ` + match + `
-			AND status IN ('processing', 'failed') AND holder_execution_id <> ''`,
-		upsertExecutions: `WITH v AS (` + d.rowSet("v_id", "v_workflow_id", "v_workflow_name", "v_mode", "v_claimed",
-			"v_note") + `)
-			INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-			root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-			SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ` + ts + `, ` + ts + `
-			FROM v WHERE true
-			ON CONFLICT (execution_id) DO UPDATE SET
-			workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-			workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-			mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-			lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-			claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-				ELSE executions.claimed_retry_of END,
-			last_seen_at = excluded.last_seen_at`,
-		// In key order: concurrent batches lock their rows in one order.
-		insertEntries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
-			INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
-			SELECT v_source, v_event_id, 'processing', v_holder, ` + ts + `, ` + ts + `, ` + ts + `
-			FROM v WHERE true ORDER BY v_source, v_event_id
-			ON CONFLICT (source, event_id) DO NOTHING ` + entryCols,
-		reclaim: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
-			UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
-			last_seen_at = ?, review_reason = '' FROM v WHERE ` + match + ` AND status = 'failed' ` + entryCols,
-		hold: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_holder") + `)
-			UPDATE webhook_events SET last_seen_at = ? FROM v
-			WHERE ` + match + ` AND status = 'processing' AND holder_execution_id = v_holder ` + entryCols,
-		touch: `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
-			UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id ` + entryCols,
-		present: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_delivery", "v_acted",
-			"v_delivery_id", "v_workflow_id", "v_class") + `)
-			INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
-			class, first_seen_at)
-			SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
-			v_workflow_id, v_class, ` + ts + ` FROM v WHERE true
-			ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
-			acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
-			workflow_id = excluded.workflow_id, class = excluded.class
-			WHERE event_executions.role <> 'claim'
-			RETURNING source, event_id`,
-		markActed: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id") + `)
-			UPDATE event_executions SET acted = (1 = 1) FROM v
-			WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted`,
-		countDeliveries: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_new", "v_fingerprint", "v_workflow_id",
-			"v_delivery_id") + `)
-			UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
-			fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
-			first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
-			last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
-			last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
-			FROM v WHERE source = v_source AND event_id = v_event_id
-			RETURNING source, event_id, deliveries, fingerprint`,
-		write: `WITH v AS (` + d.rowSet("v_source", "v_event_id", "v_execution_id", "v_workflow_id", "v_workflow_name",
-			"v_node", "v_decision", "v_delivery", "v_class", "v_status", "v_message") + `)
-			INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-			node, decision, delivery, class, status, actor, message, crm_ref)
-			SELECT v_source, v_event_id, '', ` + ts + `, 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
-			v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v`,
-		count: `WITH v AS (` + d.rowSet("v_source", "v_workflow_id", "v_metric", "v_n") + `)
-			INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-			SELECT ` + ts + `, v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
-			ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n`,
-		pendingErrors: `WITH v AS (` + d.rowSet("v_id") + `)
-			SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
-			AND kind IN ('execution_error', 'found_by_reconcile')
-			AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))`,
-		openThreads: `WITH v AS (` + d.rowSet("v_thread") + `)
-			SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)`,
-	}
-	if d.rowLocks {
-		// FOR NO KEY UPDATE, as the batch's updates take it: a session
-		// that only refers to the row (a foreign key's KEY SHARE) is no
-		// obstacle. The lateral subquery is not flattened: it locks each
-		// existing row, and yields nothing for one it skipped.
-		q.lockEntries = `WITH v AS (` + d.rowSet("v_source", "v_event_id") + `)
-			SELECT v_source AS source, v_event_id AS event_id FROM v
-			LEFT JOIN LATERAL (SELECT true AS mine FROM webhook_events
-				WHERE source = v_source AND event_id = v_event_id FOR NO KEY UPDATE SKIP LOCKED) l ON true
-			WHERE l.mine IS NULL
-			AND EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = v_source AND w.event_id = v_event_id)`
-	}
-	return q
-}
-
 // batchEntry is an entry as a batch statement returned it.
 type batchEntry struct {
 	Source  string `db:"source"`
@@ -229,7 +115,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			}
 			// Some claims could not be decided with the others: undo the
 			// round and leave their events to the one-by-one path.
-			if _, err := s.exec(ctx, tx, "batch", `ROLLBACK TO SAVEPOINT batch`); err != nil {
+			if _, err := s.exec(ctx, tx, "batch", s.q.BatchRollback); err != nil {
 				return err
 			}
 			for _, j := range moved {
@@ -255,7 +141,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 // change without waiting.
 func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
 	key func(Req) audit.EventKey) (map[string]bool, error) {
-	if s.batchQ.lockEntries == "" {
+	if s.q.BatchLockEntries == "" {
 		return nil, nil // SQLite
 	}
 	seen := map[audit.EventKey]bool{}
@@ -267,7 +153,7 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 		}
 	}
 	var held []audit.EventKey
-	if err := s.selectAll(ctx, tx, &held, "lock entries", s.batchQ.lockEntries, s.d.rowArgs(2, rows)...); err != nil {
+	if err := s.selectAll(ctx, tx, &held, "lock entries", s.q.BatchLockEntries, s.drv.RowArgs(2, rows)...); err != nil {
 		return nil, err
 	}
 	locked := make(map[string]bool, len(held))
@@ -300,8 +186,8 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	}
 	if s.lookup == nil && len(asked) > 0 {
 		var ids []string
-		err := s.selectAll(ctx, tx, &ids, "read executions", s.batchQ.readKnown,
-			s.d.rowArgs(1, uniqueColumn(asked, func(j *claimJob) string { return j.req.req.ExecutionID }))...)
+		err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown,
+			s.drv.RowArgs(1, uniqueColumn(asked, func(j *claimJob) string { return j.req.req.ExecutionID }))...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -322,7 +208,7 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		audit.EventKey
 		Holder string `db:"holder_execution_id"`
 	}
-	if err := s.selectAll(ctx, tx, &holders, "read holders", s.batchQ.readHolders, s.d.rowArgs(2, rows)...); err != nil {
+	if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadHolders, s.drv.RowArgs(2, rows)...); err != nil {
 		return nil, nil, err
 	}
 	held = make(map[string]string, len(holders))
@@ -335,7 +221,7 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 // claimAlone runs one claim by the one-by-one path, in a savepoint: a claim
 // refused for what it asks writes nothing, and its neighbours go on.
 func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now time.Time) error {
-	if _, err := s.exec(ctx, tx, "claim", `SAVEPOINT claim`); err != nil {
+	if _, err := s.exec(ctx, tx, "claim", s.q.ClaimSavepoint); err != nil {
 		return err
 	}
 	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
@@ -345,12 +231,12 @@ func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now ti
 			return err
 		}
 		j.err = err
-		_, err = s.exec(ctx, tx, "claim", `ROLLBACK TO SAVEPOINT claim`)
+		_, err = s.exec(ctx, tx, "claim", s.q.ClaimRollback)
 		return err
 	}
 	j.res = res
 	j.after = s.afterClaim(res, c.alerted)
-	_, err = s.exec(ctx, tx, "claim", `RELEASE SAVEPOINT claim`)
+	_, err = s.exec(ctx, tx, "claim", s.q.ClaimRelease)
 	return err
 }
 
@@ -378,9 +264,9 @@ func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
 // entry that moved between two statements, an event with items): the
 // caller undoes the savepoint and decides those alone.
 func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
-	q := s.batchQ
-	at := s.d.t(now)
-	if _, err := s.exec(ctx, tx, "batch", `SAVEPOINT batch`); err != nil {
+	q := s.q
+	at := s.t(now)
+	if _, err := s.exec(ctx, tx, "batch", s.q.BatchSavepoint); err != nil {
 		return nil, err
 	}
 	// Executions: an id the service knows under another workflow is not
@@ -391,7 +277,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		RetryOf    string `db:"retry_of"`
 	}
 	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
-	if err := s.selectAll(ctx, tx, &known, "read executions", q.readExecutions, s.d.rowArgs(1, ids)...); err != nil {
+	if err := s.selectAll(ctx, tx, &known, "read executions", q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
 		return nil, err
 	}
 	var moved []*claimJob
@@ -439,7 +325,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 	for _, id := range order {
 		rows = append(rows, execRows[id])
 	}
-	if _, err := s.exec(ctx, tx, "record executions", q.upsertExecutions, append(s.d.rowArgs(6, rows), at, at)...); err != nil {
+	if _, err := s.exec(ctx, tx, "record executions", q.BatchUpsertExecutions, append(s.drv.RowArgs(6, rows), at, at)...); err != nil {
 		return nil, err
 	}
 
@@ -453,10 +339,10 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		decision audit.Decision
 		args     func() []any
 	}{
-		{q.insertEntries, audit.DecisionClaimed, func() []any { return []any{at, at, at} }},
-		{q.reclaim, audit.DecisionReclaimed, func() []any { return []any{at, at} }},
-		{q.hold, audit.DecisionHeld, func() []any { return []any{at} }},
-		{q.touch, "", func() []any { return []any{at} }}, // none of those: what is it?
+		{q.BatchInsertEntries, audit.DecisionClaimed, func() []any { return []any{at, at, at} }},
+		{q.BatchReclaim, audit.DecisionReclaimed, func() []any { return []any{at, at} }},
+		{q.BatchHold, audit.DecisionHeld, func() []any { return []any{at} }},
+		{q.BatchTouch, "", func() []any { return []any{at} }}, // none of those: what is it?
 	} {
 		if len(pending) == 0 {
 			break
@@ -475,7 +361,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 			n = 2
 		}
 		var got []batchEntry
-		args := append(s.d.rowArgs(n, rows), step.args()...) // the row set's placeholders come first
+		args := append(s.drv.RowArgs(n, rows), step.args()...) // the row set's placeholders come first
 		if err := s.selectAll(ctx, tx, &got, "claim entries", step.query, args...); err != nil {
 			return nil, err
 		}
@@ -531,8 +417,8 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 			r.DeliveryID, r.WorkflowID, string(cr.Class)})
 	}
 	var fresh []audit.EventKey
-	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", q.present,
-		append(s.d.rowArgs(8, presentRows), at)...); err != nil {
+	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", q.BatchPresent,
+		append(s.drv.RowArgs(8, presentRows), at)...); err != nil {
 		return nil, err
 	}
 	isNew := map[string]bool{}
@@ -556,7 +442,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		countRows = append(countRows, []string{r.Source, r.EventID, n, r.Fingerprint, r.WorkflowID, r.DeliveryID})
 	}
 	if len(actedRows) > 0 {
-		if _, err := s.exec(ctx, tx, "record deliveries", q.markActed, s.d.rowArgs(3, actedRows)...); err != nil {
+		if _, err := s.exec(ctx, tx, "record deliveries", q.BatchMarkActed, s.drv.RowArgs(3, actedRows)...); err != nil {
 			return nil, err
 		}
 	}
@@ -565,8 +451,8 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		Deliveries  int    `db:"deliveries"`
 		Fingerprint string `db:"fingerprint"`
 	}
-	if err := s.selectAll(ctx, tx, &counted, "count deliveries", q.countDeliveries,
-		append(s.d.rowArgs(6, countRows), at)...); err != nil {
+	if err := s.selectAll(ctx, tx, &counted, "count deliveries", q.BatchCountDeliveries,
+		append(s.drv.RowArgs(6, countRows), at)...); err != nil {
 		return nil, err
 	}
 	stored := map[string]int{}
@@ -594,7 +480,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 			threads = append(threads, []string{audit.EventThread(r.Source, r.EventID)})
 		}
 	}
-	if _, err := s.exec(ctx, tx, "write history", q.write, append(s.d.rowArgs(11, history), at)...); err != nil {
+	if _, err := s.exec(ctx, tx, "write history", q.BatchWrite, append(s.drv.RowArgs(11, history), at)...); err != nil {
 		return nil, err
 	}
 	if len(metrics) > 0 {
@@ -603,9 +489,9 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 			rows = append(rows, []string{k[0], k[1], k[2], fmt.Sprint(n)})
 		}
 		slices.SortFunc(rows, func(a, b []string) int { return slices.Compare(a, b) })
-		hour := s.d.t(now.UTC().Truncate(time.Hour))
-		if _, err := s.exec(ctx, tx, "count", q.count,
-			append(s.d.rowArgs(4, rows), hour, s.shard(tx))...); err != nil {
+		hour := s.t(now.UTC().Truncate(time.Hour))
+		if _, err := s.exec(ctx, tx, "count", q.BatchCount,
+			append(s.drv.RowArgs(4, rows), hour, s.shard(tx))...); err != nil {
 			return nil, err
 		}
 	}
@@ -617,7 +503,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		j.res = results[i]
 		j.after = s.afterClaim(results[i], alerted[i])
 	}
-	_, err = s.exec(ctx, tx, "batch", `RELEASE SAVEPOINT batch`)
+	_, err = s.exec(ctx, tx, "batch", s.q.BatchRelease)
 	return nil, err
 }
 
@@ -626,13 +512,13 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 // errors that waited for the claim, news in an alerted event's thread.
 func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, ids [][]string,
 	threads [][]string, now time.Time) ([]bool, error) {
-	q := s.batchQ
+	q := s.q
 	alerted := make([]bool, len(jobs))
 	var waiting []struct {
 		ID   string `db:"execution_id"`
 		Root string `db:"root_execution_id"`
 	}
-	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.pendingErrors, s.d.rowArgs(1, ids)...); err != nil {
+	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.BatchPendingErrors, s.drv.RowArgs(1, ids)...); err != nil {
 		return nil, err
 	}
 	pendingFor := map[string]bool{}
@@ -642,7 +528,7 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	open := map[string]bool{}
 	if len(threads) > 0 {
 		var keys []string
-		if err := s.selectAll(ctx, tx, &keys, "read threads", q.openThreads, s.d.rowArgs(1, threads)...); err != nil {
+		if err := s.selectAll(ctx, tx, &keys, "read threads", q.BatchOpenThreads, s.drv.RowArgs(1, threads)...); err != nil {
 			return nil, err
 		}
 		for _, k := range keys {

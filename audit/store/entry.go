@@ -35,53 +35,15 @@ type entryQueries struct {
 	read    string // none of those: what is it?
 }
 
-var eventEntry = entryQueries{
-	insert: `INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
-		VALUES (:source, :event_id, 'processing', :holder, :now, :now, :now)
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING status, holder_execution_id, item_count`,
-	reclaim: `UPDATE webhook_events SET status = 'processing', holder_execution_id = :holder,
-		updated_at = :now, last_seen_at = :now, review_reason = ''
-		WHERE source = :source AND event_id = :event_id AND status = 'failed' AND item_count = 0
-		RETURNING status, holder_execution_id, item_count`,
-	hold: `UPDATE webhook_events SET holder_execution_id = :holder, last_seen_at = :now
-		WHERE source = :source AND event_id = :event_id AND status = 'processing' AND item_count = 0
-		AND holder_execution_id IN (:chain)
-		RETURNING status, holder_execution_id, item_count`,
-	read: `UPDATE webhook_events SET last_seen_at = :now
-		WHERE source = :source AND event_id = :event_id
-		RETURNING status, holder_execution_id, item_count`,
+func (q queries) eventEntry() entryQueries {
+	return entryQueries{insert: q.InsertEvent, reclaim: q.ReclaimEvent, hold: q.HoldEvent, read: q.TouchEvent}
 }
 
 // The item statements run after the event's row has been locked (inserted or
 // touched) in the same transaction, so a plain read is consistent.
-var itemEntry = entryQueries{
-	insert: `INSERT INTO event_items (source, event_id, item, status, holder_execution_id, created_at, updated_at)
-		VALUES (:source, :event_id, :item, 'processing', :holder, :now, :now)
-		ON CONFLICT (source, event_id, item) DO NOTHING
-		RETURNING status, holder_execution_id, 0 AS item_count`,
-	reclaim: `UPDATE event_items SET status = 'processing', holder_execution_id = :holder, updated_at = :now,
-		review_reason = ''
-		WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'failed'
-		RETURNING status, holder_execution_id, 0 AS item_count`,
-	hold: `UPDATE event_items SET holder_execution_id = :holder
-		WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
-		AND holder_execution_id IN (:chain)
-		RETURNING status, holder_execution_id, 0 AS item_count`,
-	read: `SELECT status, holder_execution_id, 0 AS item_count FROM event_items
-		WHERE source = :source AND event_id = :event_id AND item = :item`,
+func (q queries) itemEntry() entryQueries {
+	return entryQueries{insert: q.InsertItem, reclaim: q.ReclaimItem, hold: q.HoldItem, read: q.ReadItem}
 }
-
-const (
-	insertItemEvent = `INSERT INTO webhook_events (source, event_id, status, holder_execution_id, item_count,
-		created_at, updated_at, last_seen_at)
-		VALUES (:source, :event_id, 'processing', :holder, 1, :now, :now, :now)
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING true`
-	lockItemEvent = `UPDATE webhook_events SET last_seen_at = :now
-		WHERE source = :source AND event_id = :event_id
-		RETURNING item_count`
-)
 
 // claimEntry captures one ledger entry with the first of its statements that
 // returns a row. Between two statements another transaction may move the
@@ -132,7 +94,7 @@ func (s *Store) rollUp(ctx context.Context, tx *sqlx.Tx, source, eventID, holder
 		N      int          `db:"n"`
 	}
 	err := s.selectAll(ctx, tx, &counts, "count items",
-		`SELECT status, count(*) AS n FROM event_items WHERE source = ? AND event_id = ? GROUP BY status`,
+		s.q.CountItems,
 		source, eventID)
 	if err != nil {
 		return "", "", err
@@ -148,19 +110,12 @@ func (s *Store) rollUp(ctx context.Context, tx *sqlx.Tx, source, eventID, holder
 		}
 	}
 	var e entryState
-	_, err = s.namedGet(ctx, tx, &e, "roll up items", rollUpEvent, map[string]any{
+	_, err = s.namedGet(ctx, tx, &e, "roll up items", s.q.RollUp, map[string]any{
 		"source": source, "event_id": eventID, "status": status, "count": total,
-		"holder": holder, "now": s.d.t(now),
+		"holder": holder, "now": s.t(now),
 	})
 	return e.Status, e.Holder, err
 }
-
-const rollUpEvent = `UPDATE webhook_events SET status = :status, item_count = :count,
-	updated_at = CASE WHEN status <> :status THEN :now ELSE updated_at END,
-	review_reason = CASE WHEN :status <> 'processing' THEN '' ELSE review_reason END,
-	holder_execution_id = CASE WHEN :holder <> '' THEN :holder ELSE holder_execution_id END
-	WHERE source = :source AND event_id = :event_id
-	RETURNING status, holder_execution_id, item_count`
 
 // namedGet runs a query with named parameters (and slices expanded for IN)
 // and scans its one row into dest. It reports whether there was a row.

@@ -16,25 +16,6 @@ import (
 // event's own alert replaces it.
 const unlinkedGrace = 30 * time.Second
 
-const insertError = `INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of,
-	root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
-	payload_truncated, intake_note)
-	VALUES (:dedupe_key, :now, :kind, :execution_id, :retry_of, :root, :workflow_id, :workflow_name,
-	:mode, :node, :message, :http_code, :url, :payload, :truncated, :note)
-	ON CONFLICT (dedupe_key) DO NOTHING
-	RETURNING id`
-
-// selectError reads errors without their payloads (up to 64 KiB each):
-// lists, an event's errors and the intake's lookups need only the summary.
-// Only the error's own page reads the payload (selectErrorPayload).
-const (
-	errorColumns = `id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
-	workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
-	payload_dropped, intake_note, source, event_id`
-	selectError        = `SELECT ` + errorColumns + ` FROM n8n_errors`
-	selectErrorPayload = `SELECT ` + errorColumns + `, payload FROM n8n_errors`
-)
-
 // RecordError stores an error report once per execution (or per identical
 // payload), records the execution's lineage, links the error to the event
 // its execution (or the execution it retries) touched, and writes the alert,
@@ -76,12 +57,12 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 		root = chain[len(chain)-1]
 	}
 	arg := map[string]any{
-		"dedupe_key": r.DedupeKey, "now": s.d.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
+		"dedupe_key": r.DedupeKey, "now": s.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
 		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
 		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
 		"payload": r.Payload, "truncated": r.Truncated, "note": r.Note,
 	}
-	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", insertError, arg)
+	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", s.q.RecordError, arg)
 	if err != nil {
 		return res, err
 	}
@@ -114,14 +95,11 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 // second fills in what the first lacks (mergeError).
 func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport) (audit.ErrorResult, error) {
 	var e audit.ErrorRecord
-	if err := s.get(ctx, tx, &e, "read error", selectError+` WHERE dedupe_key = ?`, r.DedupeKey); err != nil {
+	if err := s.get(ctx, tx, &e, "read error", s.q.ReadDuplicateError, r.DedupeKey); err != nil {
 		return audit.ErrorResult{}, err
 	}
 	if m, changed := mergeError(e, r); changed {
-		if _, err := s.namedExec(ctx, tx, "merge error", `UPDATE n8n_errors SET retry_of = :retry_of,
-			workflow_id = :workflow_id, workflow_name = :workflow_name, mode = :mode, node = :node,
-			message = :message, http_code = :http_code, n8n_url = :url, payload = :payload,
-			payload_truncated = :truncated WHERE id = :id`, map[string]any{
+		if _, err := s.namedExec(ctx, tx, "merge error", s.q.MergeError, map[string]any{
 			"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
 			"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
 			"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
@@ -141,8 +119,7 @@ func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErro
 func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.EventKey, error) {
 	for _, id := range chain {
 		var events []audit.EventKey
-		if err := s.selectAll(ctx, q, &events, "find events", `SELECT source, event_id FROM event_executions
-			WHERE execution_id = ? ORDER BY first_seen_at, source, event_id`, id); err != nil {
+		if err := s.selectAll(ctx, q, &events, "find events", s.q.FindEvents, id); err != nil {
 			return nil, err
 		}
 		if len(events) > 0 {
@@ -158,19 +135,16 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.Ev
 // attached the error.
 func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.ErrorRecord, ev audit.EventKey, primary bool, now time.Time) (bool, error) {
 	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
-		"execution_id": e.ExecutionID, "now": s.d.t(now)}
+		"execution_id": e.ExecutionID, "now": s.t(now)}
 	if primary {
-		n, err := s.namedExec(ctx, tx, "link error", `UPDATE n8n_errors SET source = :source, event_id = :event_id
-			WHERE id = :id AND source IS NULL`, arg)
+		n, err := s.namedExec(ctx, tx, "link error", s.q.LinkError, arg)
 		if err != nil || n == 0 {
 			return false, err
 		}
 		// The group alert about errors linked to nothing counts them when it
 		// is sent: this one no longer counts.
 	}
-	if _, err := s.namedExec(ctx, tx, "record execution", `INSERT INTO event_executions (source, event_id,
-		execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)
-		ON CONFLICT (source, event_id, execution_id) DO NOTHING`, arg); err != nil {
+	if _, err := s.namedExec(ctx, tx, "record execution", s.q.RecordErrorExecution, arg); err != nil {
 		return false, err
 	}
 	var ent struct {
@@ -182,9 +156,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.ErrorRecor
 	// writer anyway): a claim that takes the entry over commits before or
 	// after this error is judged, never between the read and the review
 	// flag, so an old holder's error cannot flag the new holder's entry.
-	ok, err := s.namedGet(ctx, tx, &ent, "read event", `UPDATE webhook_events SET last_seen_at = last_seen_at
-		WHERE source = :source AND event_id = :event_id
-		RETURNING status, holder_execution_id, item_count`, arg)
+	ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.AttachError, arg)
 	switch {
 	case err != nil:
 		return false, err
@@ -222,9 +194,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.ErrorRecor
 		return true, err
 	}
 	arg["holder"] = ent.Holder
-	if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'error',
-		last_seen_at = :now WHERE source = :source AND event_id = :event_id AND status = 'processing'
-		AND holder_execution_id = :holder AND review_reason = ''`, arg); err != nil {
+	if _, err := s.namedExec(ctx, tx, "mark for review", s.q.MarkErrorForReview, arg); err != nil {
 		return false, err
 	}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
@@ -244,8 +214,7 @@ func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, ho
 		return false, nil
 	}
 	var held bool
-	_, err := s.namedGet(ctx, tx, &held, "read items", `SELECT EXISTS (SELECT 1 FROM event_items
-		WHERE source = :source AND event_id = :event_id AND status = 'processing' AND holder_execution_id IN (:chain))`,
+	_, err := s.namedGet(ctx, tx, &held, "read items", s.q.HoldsAny,
 		map[string]any{"source": ev.Source, "event_id": ev.EventID, "chain": chain})
 	return held, err
 }
@@ -254,7 +223,7 @@ func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, ho
 // confirmed.
 func (s *Store) chainOf(ctx context.Context, q any, id string) ([]string, error) {
 	var parent string
-	if err := s.get(ctx, q, &parent, "read lineage", `SELECT retry_of FROM executions WHERE execution_id = ?`,
+	if err := s.get(ctx, q, &parent, "read lineage", s.q.ReadRetryOf,
 		id); err != nil && !isNoRows(err) {
 		return nil, err
 	}
@@ -270,10 +239,7 @@ func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey
 			Role     string `db:"role"`
 			Decision string `db:"decision"`
 		}
-		err := s.get(ctx, tx, &x, "read execution", `SELECT ee.acted, ee.role, COALESCE((SELECT h.decision
-			FROM event_history h WHERE h.source = ee.source AND h.event_id = ee.event_id AND h.kind = 'claim'
-			AND h.execution_id = ee.execution_id ORDER BY h.id DESC LIMIT 1), '') AS decision
-			FROM event_executions ee WHERE ee.source = ? AND ee.event_id = ? AND ee.execution_id = ?`,
+		err := s.get(ctx, tx, &x, "read execution", s.q.ReadWhyNotActing,
 			ev.Source, ev.EventID, id)
 		switch {
 		case isNoRows(err) || (err == nil && x.Role == "error"):
@@ -317,8 +283,7 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audi
 // linkPendingErrors links the errors that arrived before the claim of their
 // execution (or of an execution in its chain) to the claimed event.
 func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
-	query, args, err := sqlx.In(selectError+` WHERE source IS NULL AND kind IN (?, ?)
-		AND (execution_id IN (?) OR root_execution_id IN (?)) ORDER BY id`,
+	query, args, err := sqlx.In(s.q.LinkPendingErrors,
 		audit.ErrorExecution, audit.ErrorReconcile, chain, chain)
 	if err != nil {
 		return false, &audit.Error{Code: audit.CodeInternal, Message: "bind pending errors", Err: err}
@@ -343,14 +308,14 @@ func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, even
 func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) {
 	var known bool
 	err := s.get(ctx, s.db, &known, "read error",
-		`SELECT EXISTS (SELECT 1 FROM n8n_errors WHERE dedupe_key = ?)`, dedupeKey)
+		s.q.ErrorKnown, dedupeKey)
 	return known, err
 }
 
 // Error returns one error record with its payload.
 func (s *Store) Error(ctx context.Context, id int64) (audit.ErrorRecord, error) {
 	var e audit.ErrorRecord
-	err := s.get(ctx, s.db, &e, "read error", selectErrorPayload+` WHERE id = ?`, id)
+	err := s.get(ctx, s.db, &e, "read error", s.q.ReadError, id)
 	if isNoRows(err) {
 		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
 	}
@@ -368,9 +333,7 @@ func (s *Store) Errors(ctx context.Context, f audit.ErrorFilter) ([]audit.ErrorR
 		before = 1<<63 - 1
 	}
 	var recs []audit.ErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "list errors", selectError+`
-		WHERE id < ? AND ((? = '' AND kind <> 'test_payload') OR kind = ?)
-		ORDER BY id DESC LIMIT ?`, before, f.Kind, f.Kind, f.Limit+1)
+	err := s.selectAll(ctx, s.db, &recs, "list errors", s.q.ListErrors, before, f.Kind, f.Kind, f.Limit+1)
 	if err != nil || len(recs) <= f.Limit {
 		return recs, 0, err
 	}
@@ -384,7 +347,7 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 		N    int    `db:"n"`
 	}
 	if err := s.selectAll(ctx, s.db, &rows, "count errors",
-		`SELECT kind, count(*) AS n FROM n8n_errors GROUP BY kind`); err != nil {
+		s.q.CountErrors); err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
@@ -397,6 +360,6 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 // ExecutionErrors returns the errors of one execution.
 func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.ErrorRecord, error) {
 	var recs []audit.ErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "read errors", selectError+` WHERE execution_id = ? ORDER BY id`, id)
+	err := s.selectAll(ctx, s.db, &recs, "read errors", s.q.ReadExecutionErrors, id)
 	return recs, err
 }

@@ -51,18 +51,12 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRepo
 		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
 	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)
 	var thread string
-	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", `INSERT INTO alert_groups (group_key, kind,
-		workflow_id, node, thread_key, opened_at, closes_at) VALUES (:key, :kind, :workflow_id, :node, :thread, :now, :closes)
-		ON CONFLICT (group_key) DO UPDATE SET thread_key = excluded.thread_key, opened_at = excluded.opened_at,
-			closes_at = excluded.closes_at, reply_due_at = NULL
-		WHERE alert_groups.closes_at <= :now
-		RETURNING thread_key`, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,
-		"node": g.Node, "thread": g.Thread, "now": s.d.t(now), "closes": s.d.t(g.ClosesAt)})
+	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", s.q.JoinGroup, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,
+		"node": g.Node, "thread": g.Thread, "now": s.t(now), "closes": s.t(g.ClosesAt)})
 	if err != nil || opened {
 		return g, opened, err
 	}
-	err = s.get(ctx, tx, &g, "read alert group", `SELECT group_key, kind, workflow_id, node, thread_key, opened_at,
-		closes_at, reply_due_at FROM alert_groups WHERE group_key = ?`, g.Key)
+	err = s.get(ctx, tx, &g, "read alert group", s.q.ReadAlertGroup, g.Key)
 	return g, false, err
 }
 
@@ -72,8 +66,7 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRepo
 // of their own: it will count them.
 func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a audit.Alert, now, due time.Time) error {
 	var waiting bool
-	if err := s.get(ctx, tx, &waiting, "read outbox", `SELECT EXISTS (SELECT 1 FROM outbox
-		WHERE thread_key = ? AND kind IN ('alert', 'followup') AND state = 'pending')`, g.Thread); err != nil {
+	if err := s.get(ctx, tx, &waiting, "read outbox", s.q.PendingInThread, g.Thread); err != nil {
 		return err
 	}
 	if waiting {
@@ -82,8 +75,7 @@ func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a 
 	if g.ReplyDue.Valid && g.ReplyDue.Time.Add(groupReplyEvery).After(due) {
 		due = g.ReplyDue.Time.Add(groupReplyEvery)
 	}
-	if _, err := s.namedExec(ctx, tx, "space group replies", `UPDATE alert_groups SET reply_due_at = :due
-		WHERE group_key = :key`, map[string]any{"due": s.d.t(due), "key": g.Key}); err != nil {
+	if _, err := s.namedExec(ctx, tx, "space group replies", s.q.SpaceGroupReplies, map[string]any{"due": s.t(due), "key": g.Key}); err != nil {
 		return err
 	}
 	if err := s.enqueue(ctx, tx, g.Thread, audit.RowFollowup, a, now, due); err != nil {
@@ -97,8 +89,7 @@ func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a 
 // details. A count of 0 means every error of the group was linked since.
 func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, error) {
 	var g alertGroup
-	err := s.get(ctx, s.db, &g, "read alert group", `SELECT group_key, kind, workflow_id, node, thread_key,
-		opened_at, closes_at, reply_due_at FROM alert_groups WHERE group_key = ?`, a.Group)
+	err := s.get(ctx, s.db, &g, "read alert group", s.q.ReadAlertGroup, a.Group)
 	if isNoRows(err) {
 		return a, nil // the group was replaced: the alert stands as written
 	}
@@ -108,19 +99,18 @@ func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, err
 	if a.GroupFrom.IsZero() {
 		a.GroupFrom, a.GroupUntil = g.OpenedAt, g.ClosesAt
 	}
-	where := ` WHERE kind = ? AND workflow_id = ? AND node = ? AND source IS NULL AND received_at >= ? AND received_at < ?`
-	args := []any{g.Kind, g.WorkflowID, g.Node, s.d.t(a.GroupFrom), s.d.t(a.GroupUntil)}
-	if err := s.get(ctx, s.db, &a.Count, "count group", `SELECT count(*) FROM n8n_errors`+where, args...); err != nil {
+	args := []any{g.Kind, g.WorkflowID, g.Node, s.t(a.GroupFrom), s.t(a.GroupUntil)}
+	if err := s.get(ctx, s.db, &a.Count, "count group", s.q.GroupCount, args...); err != nil {
 		return a, err
 	}
 	if a.Count == 0 {
 		return a, nil
 	}
 	var first, last audit.ErrorRecord
-	if err := s.get(ctx, s.db, &first, "read group", selectError+where+` ORDER BY id LIMIT 1`, args...); err != nil {
+	if err := s.get(ctx, s.db, &first, "read group", s.q.GroupFirst, args...); err != nil {
 		return a, err
 	}
-	if err := s.get(ctx, s.db, &last, "read group", selectError+where+` ORDER BY id DESC LIMIT 1`, args...); err != nil {
+	if err := s.get(ctx, s.db, &last, "read group", s.q.GroupLast, args...); err != nil {
 		return a, err
 	}
 	a.FirstAt, a.LastAt = first.ReceivedAt, last.ReceivedAt

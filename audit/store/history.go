@@ -9,35 +9,25 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-const insertHistory = `INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of,
-	workflow_id, workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id)
-	VALUES (:source, :event_id, :item, :at, :kind, :execution_id, :retry_of,
-	:workflow_id, :workflow_name, :node, :decision, :delivery, :class, :status, :actor, :message, :crm_ref, :error_id)
-	RETURNING id`
-
 // addHistory writes one history line and returns its id.
 func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h audit.HistoryLine, now time.Time) (int64, error) {
 	arg := map[string]any{
-		"source": h.Source, "event_id": h.EventID, "item": h.Item, "at": s.d.t(now), "kind": h.Kind,
+		"source": h.Source, "event_id": h.EventID, "item": h.Item, "at": s.t(now), "kind": h.Kind,
 		"execution_id": h.ExecutionID, "retry_of": h.RetryOf, "workflow_id": h.WorkflowID,
 		"workflow_name": h.WorkflowName, "node": h.Node, "decision": h.Decision, "delivery": h.Delivery, "class": h.Class,
 		"status": h.Status, "actor": h.Actor, "message": h.Message, "crm_ref": h.CRMRef, "error_id": h.ErrorID,
 	}
 	var id int64
-	_, err := s.namedGet(ctx, tx, &id, "write history", insertHistory, arg)
+	_, err := s.namedGet(ctx, tx, &id, "write history", s.q.AddHistory, arg)
 	return id, err
 }
-
-const selectHistory = `SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id,
-	workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id FROM event_history`
 
 // historyPage reads one page of an event's lines (newest first from the
 // index, returned oldest first), the counts by kind and the refused
 // reports.
 func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
 	var lines []audit.HistoryLine
-	if err := s.selectAll(ctx, q, &lines, "read history", selectHistory+
-		` WHERE source = ? AND event_id = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+	if err := s.selectAll(ctx, q, &lines, "read history", s.q.ReadHistoryPage,
 		d.Source, d.EventID, p.Before, p.Limit+1); err != nil {
 		return err
 	}
@@ -51,8 +41,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 		Kind string `db:"kind"`
 		N    int    `db:"n"`
 	}
-	if err := s.selectAll(ctx, q, &counts, "count history", `SELECT kind, count(*) AS n FROM event_history
-		WHERE source = ? AND event_id = ? GROUP BY kind`, d.Source, d.EventID); err != nil {
+	if err := s.selectAll(ctx, q, &counts, "count history", s.q.CountHistory, d.Source, d.EventID); err != nil {
 		return err
 	}
 	d.HistoryCounts = map[string]int{}
@@ -63,8 +52,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 	if d.HistoryCounts[audit.KindNotHolder] == 0 {
 		return nil
 	}
-	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", selectHistory+
-		` WHERE source = ? AND event_id = ? AND kind = ? ORDER BY id DESC LIMIT 20`,
+	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", s.q.ReadRefusedReports,
 		d.Source, d.EventID, audit.KindNotHolder); err != nil {
 		return err
 	}

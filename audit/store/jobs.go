@@ -19,11 +19,7 @@ func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Dura
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var got string
 		var err error
-		held, err = s.namedGet(ctx, tx, &got, "take lease", `INSERT INTO job_leases (name, owner, lease_until)
-			VALUES (:name, :owner, :until)
-			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
-			WHERE job_leases.owner = excluded.owner OR job_leases.lease_until < :now
-			RETURNING owner`, map[string]any{"name": name, "owner": owner, "until": s.d.t(now.Add(ttl)), "now": s.d.t(now)})
+		held, err = s.namedGet(ctx, tx, &got, "take lease", s.q.TakeLease, map[string]any{"name": name, "owner": owner, "until": s.t(now.Add(ttl)), "now": s.t(now)})
 		return err
 	})
 	return held, err
@@ -34,7 +30,7 @@ func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Dura
 // out: a stopping instance calls it.
 func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "release lease", `DELETE FROM job_leases WHERE name = :name AND owner = :owner`,
+		_, err := s.namedExec(ctx, tx, "release lease", s.q.ReleaseLease,
 			map[string]any{"name": name, "owner": owner})
 		return err
 	})
@@ -43,7 +39,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 // State returns a value a background job kept, or "" when none is kept.
 func (s *Store) State(ctx context.Context, name string) (string, error) {
 	var v string
-	err := s.get(ctx, s.db, &v, "read state", `SELECT value FROM service_state WHERE name = ?`, name)
+	err := s.get(ctx, s.db, &v, "read state", s.q.ReadState, name)
 	if isNoRows(err) {
 		return "", nil
 	}
@@ -53,10 +49,8 @@ func (s *Store) State(ctx context.Context, name string) (string, error) {
 // SetState keeps a value for a background job.
 func (s *Store) SetState(ctx context.Context, name, value string) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "write state", `INSERT INTO service_state (name, value, updated_at)
-			VALUES (:name, :value, :now)
-			ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-			map[string]any{"name": name, "value": value, "now": s.d.t(s.now())})
+		_, err := s.namedExec(ctx, tx, "write state", s.q.WriteState,
+			map[string]any{"name": name, "value": value, "now": s.t(s.now())})
 		return err
 	})
 }
@@ -70,9 +64,8 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 	}
 	key := "secret." + name
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "create secret", `INSERT INTO service_state (name, value, updated_at)
-			VALUES (:name, :value, :now) ON CONFLICT (name) DO NOTHING`,
-			map[string]any{"name": key, "value": hex.EncodeToString(fresh), "now": s.d.t(s.now())})
+		_, err := s.namedExec(ctx, tx, "create secret", s.q.CreateSecret,
+			map[string]any{"name": key, "value": hex.EncodeToString(fresh), "now": s.t(s.now())})
 		return err
 	})
 	if err != nil {

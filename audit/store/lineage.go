@@ -24,23 +24,6 @@ type executionRecord struct {
 	ID, WorkflowID, WorkflowName, Mode, RetryOf, ClaimedRetryOf, URL, Note string
 }
 
-const upsertExecution = `INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of,
-	claimed_retry_of, root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-	VALUES (:id, :workflow_id, :workflow_name, :mode, :retry_of, :claimed_retry_of, :root, :url, :note, :now, :now)
-	ON CONFLICT (execution_id) DO UPDATE SET
-	workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-	workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-	mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-	n8n_url = CASE WHEN excluded.n8n_url <> '' THEN excluded.n8n_url ELSE executions.n8n_url END,
-	lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-	claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-		ELSE executions.claimed_retry_of END,
-	root_execution_id = CASE WHEN executions.retry_of = '' THEN excluded.root_execution_id
-		ELSE executions.root_execution_id END,
-	retry_of = CASE WHEN executions.retry_of = '' THEN excluded.retry_of ELSE executions.retry_of END,
-	last_seen_at = excluded.last_seen_at
-	RETURNING retry_of`
-
 // recordExecution writes what a report says about an execution and returns
 // its chain: the execution, then the ones it retries, nearest first, by the
 // lineage n8n confirmed. The first retryOf n8n gave for an execution stays:
@@ -53,7 +36,7 @@ const upsertExecution = `INSERT INTO executions (execution_id, workflow_id, work
 func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRecord, now time.Time) ([]string, error) {
 	if e.WorkflowID != "" {
 		var known string
-		err := s.get(ctx, tx, &known, "read execution", `SELECT workflow_id FROM executions WHERE execution_id = ?`, e.ID)
+		err := s.get(ctx, tx, &known, "read execution", s.q.ReadExecutionWorkflow, e.ID)
 		if err != nil && !isNoRows(err) {
 			return nil, err
 		}
@@ -65,28 +48,26 @@ func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRec
 	if e.RetryOf != "" {
 		root = e.RetryOf
 		if _, err := s.namedGet(ctx, tx, &root, "read lineage",
-			`SELECT root_execution_id FROM executions WHERE execution_id = :id`, map[string]any{"id": e.RetryOf}); err != nil {
+			s.q.ReadRootExecution, map[string]any{"id": e.RetryOf}); err != nil {
 			return nil, err
 		}
 	}
 	arg := map[string]any{
 		"id": e.ID, "workflow_id": e.WorkflowID, "workflow_name": e.WorkflowName, "mode": e.Mode,
 		"retry_of": e.RetryOf, "claimed_retry_of": e.ClaimedRetryOf, "root": root, "url": e.URL, "note": e.Note,
-		"now": s.d.t(now),
+		"now": s.t(now),
 	}
 	var retryOf string
-	if _, err := s.namedGet(ctx, tx, &retryOf, "record execution", upsertExecution, arg); err != nil {
+	if _, err := s.namedGet(ctx, tx, &retryOf, "record execution", s.q.UpsertExecution, arg); err != nil {
 		return nil, err
 	}
 	if e.RetryOf != "" && retryOf == e.RetryOf {
 		// Executions and errors seen before this link took this one for
 		// their root: move them under the real one.
-		if _, err := s.namedExec(ctx, tx, "re-root executions", `UPDATE executions SET root_execution_id = :root
-			WHERE root_execution_id = :id AND execution_id <> :id`, arg); err != nil {
+		if _, err := s.namedExec(ctx, tx, "re-root executions", s.q.ReRootExecutions, arg); err != nil {
 			return nil, err
 		}
-		if _, err := s.namedExec(ctx, tx, "re-root errors", `UPDATE n8n_errors SET root_execution_id = :root
-			WHERE root_execution_id = :id`, arg); err != nil {
+		if _, err := s.namedExec(ctx, tx, "re-root errors", s.q.ReRootErrors, arg); err != nil {
 			return nil, err
 		}
 	}
@@ -109,7 +90,7 @@ func (s *Store) chainFrom(ctx context.Context, q any, id, parent string) ([]stri
 		chain = append(chain, parent)
 		next := ""
 		if err := s.get(ctx, q, &next, "read lineage",
-			`SELECT retry_of FROM executions WHERE execution_id = ?`, parent); err != nil && !isNoRows(err) {
+			s.q.ReadRetryOf, parent); err != nil && !isNoRows(err) {
 			return nil, err
 		}
 		parent = next
@@ -211,8 +192,7 @@ func (s *Store) knownLineage(ctx context.Context, id string) (bool, audit.N8NExe
 		Mode       string `db:"mode"`
 		WorkflowID string `db:"workflow_id"`
 	}
-	err := s.get(ctx, s.db, &x, "read lineage", `SELECT retry_of, mode, workflow_id FROM executions
-		WHERE execution_id = ? AND (retry_of <> '' OR mode <> '')`, id)
+	err := s.get(ctx, s.db, &x, "read lineage", s.q.ReadKnownLineage, id)
 	if isNoRows(err) {
 		return false, audit.N8NExecution{}, nil
 	}
@@ -229,16 +209,11 @@ func (s *Store) otherHolder(ctx context.Context, k lineageKey) (string, error) {
 	if k.Failed {
 		statuses = append(statuses, string(audit.StatusFailed))
 	}
-	query := `SELECT w.holder_execution_id FROM webhook_events w
-		WHERE w.source = :source AND w.event_id = :event_id AND w.status IN (:statuses) AND w.item_count = 0
-		AND w.holder_execution_id <> '' AND w.holder_execution_id <> :caller`
+	query := s.q.OtherEventHolder
 	arg := map[string]any{"source": k.Source, "event_id": k.EventID, "statuses": statuses, "caller": k.ExecutionID}
 	if len(k.Items) > 0 {
 		arg["items"] = k.Items
-		query = `SELECT i.holder_execution_id FROM event_items i
-		WHERE i.source = :source AND i.event_id = :event_id AND i.item IN (:items) AND i.status IN (:statuses)
-		AND i.holder_execution_id <> '' AND i.holder_execution_id <> :caller
-		ORDER BY i.updated_at DESC LIMIT 1`
+		query = s.q.OtherItemHolder
 	}
 	var holder string
 	_, err := s.namedGet(ctx, s.db, &holder, "read holder", query, arg)
@@ -252,7 +227,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	if err := audit.ValidateExecutionID(id); err != nil {
 		return x, nil, nil, err
 	}
-	err := s.get(ctx, s.db, &x, "read execution", selectExecution+` WHERE execution_id = ?`, id)
+	err := s.get(ctx, s.db, &x, "read execution", s.q.ReadExecution, id)
 	if isNoRows(err) {
 		return x, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
 	}
@@ -266,7 +241,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	var up []audit.Execution
 	for _, a := range chain[1:] {
 		var e audit.Execution
-		err := s.get(ctx, s.db, &e, "read execution", selectExecution+` WHERE execution_id = ?`, a)
+		err := s.get(ctx, s.db, &e, "read execution", s.q.ReadExecution, a)
 		if isNoRows(err) {
 			e = audit.Execution{ID: a, Note: "not seen by the service"}
 		} else if err != nil {
@@ -275,17 +250,13 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 		up = append(up, e)
 	}
 	var down []audit.Execution
-	err = s.selectAll(ctx, s.db, &down, "read retries", selectExecution+` WHERE retry_of = ? ORDER BY first_seen_at`, id)
+	err = s.selectAll(ctx, s.db, &down, "read retries", s.q.ReadRetries, id)
 	return x, up, down, err
 }
-
-const selectExecution = `SELECT execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-	root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at FROM executions`
 
 // ExecutionEvents returns the events an execution touched.
 func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]audit.TouchedEvent, error) {
 	var out []audit.TouchedEvent
-	err := s.selectAll(ctx, s.db, &out, "read touched events", `SELECT source, event_id, role, delivery,
-		first_seen_at FROM event_executions WHERE execution_id = ? ORDER BY first_seen_at`, id)
+	err := s.selectAll(ctx, s.db, &out, "read touched events", s.q.ReadTouchedEvents, id)
 	return out, err
 }

@@ -36,43 +36,12 @@ type finishQueries struct {
 	finish, unknown, read string
 }
 
-var eventFinish = finishQueries{
-	finish: `UPDATE webhook_events SET status = :status, holder_execution_id = :reporter, updated_at = :now,
-		last_seen_at = :now, review_reason = '', crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item_count = 0
-		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-		AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
-		RETURNING status, holder_execution_id, item_count, review_reason`,
-	unknown: `UPDATE webhook_events SET status = 'processing', holder_execution_id = :reporter,
-		updated_at = CASE WHEN status = 'processing' THEN updated_at ELSE :now END,
-		review_reason = 'unknown', last_seen_at = :now,
-		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item_count = 0
-		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-		AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
-			OR (status = 'failed' AND holder_execution_id <> :reporter))
-		RETURNING status, holder_execution_id, item_count, review_reason`,
-	read: `SELECT status, holder_execution_id, item_count, review_reason FROM webhook_events
-		WHERE source = :source AND event_id = :event_id`,
+func (q queries) eventFinish() finishQueries {
+	return finishQueries{finish: q.FinishEvent, unknown: q.UnknownEvent, read: q.ReadFinishedEvent}
 }
 
-var itemFinish = finishQueries{
-	finish: `UPDATE event_items SET status = :status, holder_execution_id = :reporter, updated_at = :now,
-		review_reason = '', crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item = :item
-		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-		AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
-		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
-	unknown: `UPDATE event_items SET status = 'processing', holder_execution_id = :reporter,
-		updated_at = CASE WHEN status = 'processing' THEN updated_at ELSE :now END, review_reason = 'unknown',
-		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item = :item
-		AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-		AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
-			OR (status = 'failed' AND holder_execution_id <> :reporter))
-		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
-	read: `SELECT status, holder_execution_id, 1 AS item_count, review_reason FROM event_items
-		WHERE source = :source AND event_id = :event_id AND item = :item`,
+func (q queries) itemFinish() finishQueries {
+	return finishQueries{finish: q.FinishItem, unknown: q.UnknownItem, read: q.ReadFinishedItem}
 }
 
 type finishState struct {
@@ -125,7 +94,7 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		return audit.OutcomeResult{}, nil, false, err
 	}
 	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
-		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.d.t(now)}
+		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.t(now)}
 	e, changed, err := s.finish(ctx, tx, req, a)
 	if err != nil {
 		return audit.OutcomeResult{}, nil, false, err
@@ -147,8 +116,8 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 			return audit.OutcomeResult{}, nil, false, err
 		}
 	}
-	if _, err := s.namedExec(ctx, tx, "record reporter", insertReporter, map[string]any{
-		"source": req.Source, "event_id": req.EventID, "execution_id": req.ExecutionID, "now": s.d.t(now),
+	if _, err := s.namedExec(ctx, tx, "record reporter", s.q.RecordReporter, map[string]any{
+		"source": req.Source, "event_id": req.EventID, "execution_id": req.ExecutionID, "now": s.t(now),
 	}); err != nil {
 		return audit.OutcomeResult{}, nil, false, err
 	}
@@ -194,11 +163,11 @@ func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.Outco
 // finish runs the fenced transition and, when it did not match, reads the
 // entry as it is.
 func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, a fenceArgs) (finishState, bool, error) {
-	q := eventFinish
+	q := s.q.eventFinish()
 	if req.Item != "" {
-		q = itemFinish
+		q = s.q.itemFinish()
 		var itemCount int
-		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", lockItemEvent, a)
+		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", s.q.Finish, a)
 		switch {
 		case err != nil:
 			return finishState{}, false, err
@@ -217,7 +186,7 @@ func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeReques
 		ok, err := s.namedGet(ctx, tx, &e, "report outcome", update, a)
 		if err != nil || ok {
 			if ok && req.Item != "" && req.Outcome == audit.OutcomeUnknown {
-				_, err = s.namedExec(ctx, tx, "mark for review", markEventUnknown, a)
+				_, err = s.namedExec(ctx, tx, "mark for review", s.q.MarkUnknownForReview, a)
 			}
 			return e, ok, err
 		}
@@ -264,8 +233,7 @@ func (s *Store) judge(req audit.OutcomeRequest, e finishState, chain []string) e
 // and is only news in a thread already open.
 func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, e finishState, chain []string, why string, now time.Time) (bool, error) {
 	var seen bool
-	if err := s.get(ctx, tx, &seen, "read evidence", `SELECT EXISTS (SELECT 1 FROM event_history
-		WHERE source = ? AND event_id = ? AND item = ? AND kind = 'not_holder' AND execution_id = ? AND decision = ?)`,
+	if err := s.get(ctx, tx, &seen, "read evidence", s.q.ReadEvidence,
 		req.Source, req.EventID, req.Item, req.ExecutionID, string(req.Outcome)); err != nil || seen {
 		return false, err
 	}
@@ -287,20 +255,16 @@ func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.Outcome
 		return false, err
 	}
 	if e.Status == audit.StatusProcessing && req.Outcome != audit.OutcomeFailed {
-		q := `UPDATE webhook_events SET review_reason = 'not_holder'
-			WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`
+		q := s.q.KeepEventEvidence
 		if req.Item != "" {
-			q = `UPDATE event_items SET review_reason = 'not_holder'
-			WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
-			AND review_reason = ''`
+			q = s.q.KeepItemEvidence
 		}
 		a := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item}
 		if _, err := s.namedExec(ctx, tx, "mark for review", q, a); err != nil {
 			return false, err
 		}
 		if req.Item != "" {
-			if _, err := s.namedExec(ctx, tx, "mark for review", `UPDATE webhook_events SET review_reason = 'not_holder'
-				WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''`, a); err != nil {
+			if _, err := s.namedExec(ctx, tx, "mark for review", s.q.MarkNotHolderForReview, a); err != nil {
 				return false, err
 			}
 		}
@@ -313,14 +277,6 @@ func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.Outcome
 	// alerted before, and the stale detector need not say it again.
 	return true, s.alertEvent(ctx, tx, audit.AlertNotHolder, h, now)
 }
-
-const (
-	insertReporter = `INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
-		VALUES (:source, :event_id, :execution_id, 'report', :now)
-		ON CONFLICT (source, event_id, execution_id) DO NOTHING`
-	markEventUnknown = `UPDATE webhook_events SET review_reason = 'unknown'
-		WHERE source = :source AND event_id = :event_id AND status = 'processing'`
-)
 
 // reporterMessage says who moved the entry: the holder, or a Retry of it
 // ("done by retry 32 of 30").

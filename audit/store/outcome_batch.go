@@ -52,7 +52,7 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 			continue
 		}
 		seen[k] = true
-		if _, err := s.exec(ctx, tx, "outcome", `SAVEPOINT outcome`); err != nil {
+		if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeSavepoint); err != nil {
 			return err
 		}
 		res, refused, alerted, err := s.reportOutcome(ctx, tx, j.req.req, j.req.lin, now)
@@ -61,14 +61,14 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 				return err
 			}
 			j.err = err
-			if _, err := s.exec(ctx, tx, "outcome", `ROLLBACK TO SAVEPOINT outcome`); err != nil {
+			if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeRollback); err != nil {
 				return err
 			}
 			continue
 		}
 		j.res, j.err = res, refused
 		j.after = s.afterOutcome(j.req.req, res, refused, alerted)
-		if _, err := s.exec(ctx, tx, "outcome", `RELEASE SAVEPOINT outcome`); err != nil {
+		if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeRelease); err != nil {
 			return err
 		}
 	}
@@ -108,7 +108,7 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 		audit.EventKey
 		Holder string `db:"holder_execution_id"`
 	}
-	if err := s.selectAll(ctx, tx, &holders, "read holders", s.batchQ.readReportHolders, s.d.rowArgs(2, rows)...); err != nil {
+	if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadReportHolders, s.drv.RowArgs(2, rows)...); err != nil {
 		return nil, err
 	}
 	held := map[string]string{}
@@ -130,7 +130,7 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 	known := map[string]bool{}
 	if s.lookup == nil {
 		var ids []string
-		if err := s.selectAll(ctx, tx, &ids, "read executions", s.batchQ.readKnown, s.d.rowArgs(1, others)...); err != nil {
+		if err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown, s.drv.RowArgs(1, others)...); err != nil {
 			return nil, err
 		}
 		for _, id := range ids {

@@ -18,14 +18,11 @@ func (s *Store) ClaimSlot(ctx context.Context, channel string, interval time.Dur
 	var took bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		took, err = s.namedGet(ctx, tx, &next, "claim channel slot", `INSERT INTO slack_channels (channel, next_at)
-			VALUES (:channel, :next)
-			ON CONFLICT (channel) DO UPDATE SET next_at = excluded.next_at WHERE slack_channels.next_at <= :now
-			RETURNING next_at`, map[string]any{"channel": channel, "next": s.d.t(now.Add(interval)), "now": s.d.t(now)})
+		took, err = s.namedGet(ctx, tx, &next, "claim channel slot", s.q.ClaimSlot, map[string]any{"channel": channel, "next": s.t(now.Add(interval)), "now": s.t(now)})
 		if err != nil || took {
 			return err
 		}
-		return s.get(ctx, tx, &next, "read channel slot", `SELECT next_at FROM slack_channels WHERE channel = ?`, channel)
+		return s.get(ctx, tx, &next, "read channel slot", s.q.ReadChannelSlot, channel)
 	})
 	return took, next, err
 }
@@ -34,10 +31,8 @@ func (s *Store) ClaimSlot(ctx context.Context, channel string, interval time.Dur
 // (Slack answered 429 with Retry-After). A pause never shortens a longer one.
 func (s *Store) PauseChannel(ctx context.Context, channel string, until time.Time) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "pause channel", `INSERT INTO slack_channels (channel, next_at)
-			VALUES (:channel, :until)
-			ON CONFLICT (channel) DO UPDATE SET next_at = excluded.next_at WHERE slack_channels.next_at < excluded.next_at`,
-			map[string]any{"channel": channel, "until": s.d.t(until)})
+		_, err := s.namedExec(ctx, tx, "pause channel", s.q.PauseChannel,
+			map[string]any{"channel": channel, "until": s.t(until)})
 		return err
 	})
 }

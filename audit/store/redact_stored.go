@@ -8,26 +8,33 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// storedText is one column that holds text from n8n: the table, its key,
-// the column and how to redact it.
-var storedText = []struct {
-	table, key, column, where string
-	json                      int // 0 text; 1 n8n's payload, by structure; 2 our own JSON, its strings only
-}{
-	{"n8n_errors", "id", "message", "", 0},
-	{"n8n_errors", "id", "n8n_url", "", 0},
-	{"n8n_errors", "id", "payload", "", 1},
-	{"n8n_errors", "id", "workflow_name", "", 0},
-	{"n8n_errors", "id", "node", "", 0},
-	{"event_history", "id", "message", " AND kind IN ('error', 'outcome', 'not_holder')", 0},
-	{"event_history", "id", "workflow_name", "", 0},
-	{"event_history", "id", "node", "", 0},
-	{"executions", "execution_id", "n8n_url", "", 0},
-	{"executions", "execution_id", "workflow_name", "", 0},
-	// The group's key is a hash of the node's name as it was: an open
-	// group keeps its thread, the next error opens a new one.
-	{"alert_groups", "group_key", "node", "", 0},
-	{"outbox", "id", "payload", "", 2},
+// storedColumn is one column that holds text from n8n: the statements that
+// read and write it (shared.sql), whether its key is a number, and how to
+// redact it.
+type storedColumn struct {
+	read, redact string
+	numericKey   bool
+	json         int // 0 text; 1 n8n's payload, by structure; 2 our own JSON, its strings only
+}
+
+// storedText lists the columns that hold text from n8n.
+func (q queries) storedText() []storedColumn {
+	return []storedColumn{
+		{q.ReadN8nErrorsMessage, q.RedactN8nErrorsMessage, true, 0},
+		{q.ReadN8nErrorsN8nUrl, q.RedactN8nErrorsN8nUrl, true, 0},
+		{q.ReadN8nErrorsPayload, q.RedactN8nErrorsPayload, true, 1},
+		{q.ReadN8nErrorsWorkflowName, q.RedactN8nErrorsWorkflowName, true, 0},
+		{q.ReadN8nErrorsNode, q.RedactN8nErrorsNode, true, 0},
+		{q.ReadEventHistoryMessage, q.RedactEventHistoryMessage, true, 0},
+		{q.ReadEventHistoryWorkflowName, q.RedactEventHistoryWorkflowName, true, 0},
+		{q.ReadEventHistoryNode, q.RedactEventHistoryNode, true, 0},
+		{q.ReadExecutionsN8nUrl, q.RedactExecutionsN8nUrl, false, 0},
+		{q.ReadExecutionsWorkflowName, q.RedactExecutionsWorkflowName, false, 0},
+		// The group's key is a hash of the node's name as it was: an open
+		// group keeps its thread, the next error opens a new one.
+		{q.ReadAlertGroupsNode, q.RedactAlertGroupsNode, false, 0},
+		{q.ReadOutboxPayload, q.RedactOutboxPayload, true, 2},
+	}
 }
 
 // RedactStored redacts, with today's rules, the n8n text that an earlier
@@ -42,9 +49,9 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	changed := 0
-	for _, c := range storedText {
+	for _, c := range s.q.storedText() {
 		last := ""
-		if c.key == "id" {
+		if c.numericKey {
 			last = "0"
 		}
 		for {
@@ -52,14 +59,7 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 				Key   string `db:"k"`
 				Value string `db:"v"`
 			}
-			// Keys compare as text for executions and as numbers for ids.
-			cmp := c.key + " > ?"
-			var arg any = last
-			if c.key == "id" {
-				cmp = "id > CAST(? AS BIGINT)"
-			}
-			if err := s.selectAll(ctx, s.db, &rows, "read stored text", `SELECT `+c.key+` AS k, `+c.column+
-				` AS v FROM `+c.table+` WHERE `+cmp+c.where+` ORDER BY `+c.key+` LIMIT 200`, arg); err != nil {
+			if err := s.selectAll(ctx, s.db, &rows, "read stored text", c.read, last); err != nil {
 				return changed, err
 			}
 			if len(rows) == 0 {
@@ -71,8 +71,7 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 					if v == r.Value {
 						continue
 					}
-					if _, err := s.exec(ctx, tx, "redact stored text", `UPDATE `+c.table+` SET `+c.column+
-						` = ? WHERE `+c.key+` = `+castKey(c.key), v, r.Key); err != nil {
+					if _, err := s.exec(ctx, tx, "redact stored text", c.redact, v, r.Key); err != nil {
 						return err
 					}
 					changed++
@@ -86,13 +85,6 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 		}
 	}
 	return changed, s.SetState(ctx, "redaction.version", s.redact.Version())
-}
-
-func castKey(key string) string {
-	if key == "id" {
-		return "CAST(? AS BIGINT)"
-	}
-	return "?"
 }
 
 // redactStoredValue redacts one stored value; a JSON document stays valid

@@ -26,17 +26,11 @@ func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int,
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		n = 0
 		var name string
-		changed, err := s.namedGet(ctx, tx, &name, "record Slack fingerprint", `INSERT INTO service_state (name, value, updated_at)
-			VALUES (:name, :value, :now)
-			ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
-			WHERE service_state.value <> excluded.value
-			RETURNING name`, map[string]any{"name": fingerprintState, "value": fingerprint, "now": s.d.t(now)})
+		changed, err := s.namedGet(ctx, tx, &name, "record Slack fingerprint", s.q.ResendAfterChange, map[string]any{"name": fingerprintState, "value": fingerprint, "now": s.t(now)})
 		if err != nil || !changed || fingerprint == "" {
 			return err
 		}
-		n, err = s.namedExec(ctx, tx, "queue alerts again", `UPDATE outbox SET state = 'pending', due_at = :now,
-			attempts = 0, lease_owner = '', lease_until = NULL,
-			last_error = :why WHERE `+resendable, map[string]any{"now": s.d.t(now), "since": s.d.t(now.Add(-audit.ResendWindow)),
+		n, err = s.namedExec(ctx, tx, "queue alerts again", s.q.QueueAlertsAgain, map[string]any{"now": s.t(now), "since": s.t(now.Add(-audit.ResendWindow)),
 			"config_errors": audit.DeadConfigPrefix + "%", "why": "queued again: the Slack configuration changed"})
 		return err
 	})
@@ -51,15 +45,15 @@ func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int,
 func (s *Store) WaitingAlerts(ctx context.Context, fingerprint string) (audit.Waiting, error) {
 	var w audit.Waiting
 	if err := s.get(ctx, s.db, &w.Pending, "count outbox",
-		`SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')`); err != nil {
+		s.q.CountOutbox); err != nil {
 		return w, err
 	}
 	stored, err := s.State(ctx, fingerprintState)
 	if err != nil || stored == fingerprint || fingerprint == "" {
 		return w, err
 	}
-	query, args, err := bindNamed(`SELECT count(*) FROM outbox WHERE `+resendable,
-		map[string]any{"since": s.d.t(s.now().Add(-audit.ResendWindow)), "config_errors": audit.DeadConfigPrefix + "%"})
+	query, args, err := bindNamed(s.q.WaitingAlerts,
+		map[string]any{"since": s.t(s.now().Add(-audit.ResendWindow)), "config_errors": audit.DeadConfigPrefix + "%"})
 	if err != nil {
 		return w, &audit.Error{Code: audit.CodeInternal, Message: "bind count", Err: err}
 	}

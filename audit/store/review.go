@@ -12,23 +12,11 @@ import (
 // resolveQueries move a processing entry for a person, fenced by the holder
 // the person saw, and only when the entry waits for review or the person
 // confirmed that nothing runs.
-var resolveQueries = struct{ event, item finishQueries }{
-	event: finishQueries{
-		finish: `UPDATE webhook_events SET status = :status, updated_at = :now, last_seen_at = :now, review_reason = '',
-		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item_count = 0 AND status = 'processing'
-		AND holder_execution_id = :holder AND (:confirmed OR review_reason <> '' OR updated_at < :cutoff)
-		RETURNING status, holder_execution_id, item_count, review_reason`,
-		read: eventFinish.read,
-	},
-	item: finishQueries{
-		finish: `UPDATE event_items SET status = :status, updated_at = :now, review_reason = '',
-		crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-		WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
-		AND holder_execution_id = :holder AND (:confirmed OR review_reason <> '' OR updated_at < :cutoff)
-		RETURNING status, holder_execution_id, 1 AS item_count, review_reason`,
-		read: itemFinish.read,
-	},
+func (q queries) resolveQueries() struct{ event, item finishQueries } {
+	return struct{ event, item finishQueries }{
+		event: finishQueries{finish: q.ResolveEvent, read: q.ReadFinishedEvent},
+		item:  finishQueries{finish: q.ResolveItem, read: q.ReadFinishedItem},
+	}
 }
 
 // Resolve moves a processing entry to done or failed for a person, with a
@@ -43,17 +31,17 @@ func (s *Store) Resolve(ctx context.Context, req audit.ResolveRequest) (audit.St
 	var alerted bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		now := s.now()
-		q := resolveQueries.event
+		q := s.q.resolveQueries().event
 		if req.Item != "" {
-			q = resolveQueries.item
-			if _, err := s.namedExec(ctx, tx, "lock event", lockItemEvent, map[string]any{
-				"source": req.Source, "event_id": req.EventID, "now": s.d.t(now)}); err != nil {
+			q = s.q.resolveQueries().item
+			if _, err := s.namedExec(ctx, tx, "lock event", s.q.LockEvent, map[string]any{
+				"source": req.Source, "event_id": req.EventID, "now": s.t(now)}); err != nil {
 				return err
 			}
 		}
 		arg := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item,
-			"now": s.d.t(now), "status": string(req.To), "crm_ref": req.CRMRef, "holder": req.Holder,
-			"confirmed": req.Confirmed, "cutoff": s.d.t(s.reviewCutoff())}
+			"now": s.t(now), "status": string(req.To), "crm_ref": req.CRMRef, "holder": req.Holder,
+			"confirmed": req.Confirmed, "cutoff": s.t(s.reviewCutoff())}
 		var e finishState
 		ok, err := s.namedGet(ctx, tx, &e, "resolve", q.finish, arg)
 		if err != nil {
@@ -128,9 +116,7 @@ func (s *Store) explainConflict(ctx context.Context, tx *sqlx.Tx, req audit.Reso
 		ExecutionID string    `db:"execution_id"`
 		At          time.Time `db:"at"`
 	}
-	qerr := s.get(ctx, tx, &last, "read history", `SELECT kind, actor, execution_id, at FROM event_history
-		WHERE source = ? AND event_id = ? AND item = ? AND kind IN ('resolution', 'outcome')
-		ORDER BY id DESC LIMIT 1`, req.Source, req.EventID, req.Item)
+	qerr := s.get(ctx, tx, &last, "read history", s.q.ReadSettlements, req.Source, req.EventID, req.Item)
 	switch {
 	case isNoRows(qerr):
 	case qerr != nil:
@@ -148,7 +134,7 @@ func (s *Store) explainConflict(ctx context.Context, tx *sqlx.Tx, req audit.Reso
 // for longer than the review delay without an outcome. The conditional
 // update makes it safe for several instances to run it at once.
 func (s *Store) DetectStale(ctx context.Context) (int, error) {
-	cutoff := s.d.t(s.reviewCutoff())
+	cutoff := s.t(s.reviewCutoff())
 	var keys []struct {
 		audit.EventKey
 		Holder string `db:"holder_execution_id"`
@@ -156,11 +142,7 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 	// An entry already in review has had its alert (an error, an unknown
 	// outcome, a refused done or unknown): saying "too long" about it again
 	// is noise.
-	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", `SELECT source, event_id, holder_execution_id
-		FROM webhook_events
-		WHERE status = 'processing' AND review_reason = '' AND updated_at < ?
-		AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
-		ORDER BY updated_at LIMIT 100`, cutoff); err != nil {
+	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", s.q.FindStaleEntries, cutoff); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -168,12 +150,8 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 			now := s.now()
 			var e entryState
-			ok, err := s.namedGet(ctx, tx, &e, "mark stale", `UPDATE webhook_events SET stale_alerted_at = :now
-				WHERE source = :source AND event_id = :event_id AND status = 'processing' AND updated_at < :cutoff
-				AND holder_execution_id = :holder AND review_reason = ''
-				AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
-				RETURNING status, holder_execution_id, item_count`,
-				map[string]any{"now": s.d.t(now), "source": k.Source, "event_id": k.EventID, "cutoff": cutoff,
+			ok, err := s.namedGet(ctx, tx, &e, "mark stale", s.q.DetectStale,
+				map[string]any{"now": s.t(now), "source": k.Source, "event_id": k.EventID, "cutoff": cutoff,
 					"holder": k.Holder})
 			if err != nil || !ok {
 				return err

@@ -10,10 +10,8 @@ import (
 // saveRoot remembers a thread's root in the caller's transaction; the first
 // one kept wins.
 func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r audit.ThreadRoot) error {
-	_, err := s.namedExec(ctx, tx, "save thread root", `INSERT INTO slack_threads (thread_key, channel, ts,
-		root_outbox_id, created_at) VALUES (:key, :channel, :ts, :root, :now)
-		ON CONFLICT (thread_key) DO NOTHING`, map[string]any{
-		"key": r.Key, "channel": r.Destination, "ts": r.MessageID, "root": r.RowID, "now": s.d.t(s.now()),
+	_, err := s.namedExec(ctx, tx, "save thread root", s.q.SaveThread, map[string]any{
+		"key": r.Key, "channel": r.Destination, "ts": r.MessageID, "root": r.RowID, "now": s.t(s.now()),
 	})
 	return err
 }
@@ -23,8 +21,7 @@ func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r audit.ThreadRoot) e
 // messages have no threads).
 func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.Alert, bool, error) {
 	var r audit.ThreadRoot
-	err := s.get(ctx, s.db, &r, "read thread root", `SELECT thread_key, channel, ts, root_outbox_id
-		FROM slack_threads WHERE thread_key = ?`, key)
+	err := s.get(ctx, s.db, &r, "read thread root", s.q.ReadRoot, key)
 	if isNoRows(err) {
 		return r, audit.Alert{}, false, nil
 	}
@@ -32,7 +29,7 @@ func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.A
 		return r, audit.Alert{}, false, err
 	}
 	var row audit.OutboxRow
-	if err := s.get(ctx, s.db, &row, "read thread root", selectOutbox+` WHERE id = ?`, r.RowID); err != nil {
+	if err := s.get(ctx, s.db, &row, "read thread root", s.q.ReadRootRow, r.RowID); err != nil {
 		return r, audit.Alert{}, false, err
 	}
 	a, err := row.Alert()

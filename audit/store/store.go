@@ -14,10 +14,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // the PostgreSQL driver
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 	_ "modernc.org/sqlite" // the SQLite driver, pure Go
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/audit/store/driver"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/migrations"
 )
@@ -80,7 +80,8 @@ const (
 // concurrent use; every public method that writes opens its own transaction.
 type Store struct {
 	db          *sqlx.DB
-	d           dialect
+	drv         driver.Driver
+	q           queries
 	where       string // the database, for messages, without credentials
 	reviewAfter time.Duration
 	alertRepeat time.Duration
@@ -106,8 +107,7 @@ type Store struct {
 	// claims commits concurrent claims together; nil when batching is off.
 	claims   *batcher[claimInput, audit.ClaimResult]
 	outcomes *batcher[outcomeInput, audit.OutcomeResult]
-	busy     *busyKeys // the entries the batches are deciding
-	batchQ   claimBatchQueries
+	busy     *busyKeys       // the entries the batches are deciding
 	gauges   *storeCollector // nil without metrics
 }
 
@@ -117,12 +117,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Redactor == nil {
 		return nil, errors.New("audit: Options.Redactor is required: text from n8n can carry credentials")
 	}
-	d, dsn, where, err := dataSource(opts.URL, opts.DataDir, opts.SQLiteSyncNormal)
+	drv, dsn, where, err := pickDriver(opts)
+	if err != nil {
+		return nil, err
+	}
+	q, err := loadQueries(drv.Queries())
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{
-		d:           d,
+		drv:         drv,
+		q:           q,
 		where:       where,
 		reviewAfter: opts.ReviewAfter,
 		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
@@ -143,33 +148,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.reviewAfter <= 0 {
 		s.reviewAfter = 15 * time.Minute
 	}
-	if d.name == "sqlite" && opts.Exclusive {
-		if s.unlock, err = lockFile(where + ".lock"); err != nil {
+	if opts.Exclusive {
+		if s.unlock, err = drv.Exclusive(where); err != nil {
 			return nil, err
 		}
 	}
-	if d.name == "postgres" {
-		s.db, err = openPostgres(dsn, cmp.Or(opts.LockTimeout, DefaultLockTimeout))
-	} else {
-		s.db, err = sqlx.Open(d.driver, dsn)
-	}
+	s.db, err = drv.Open(dsn, driver.Options{MaxConns: opts.MaxConns, LockTimeout: cmp.Or(opts.LockTimeout, DefaultLockTimeout)})
 	if err != nil {
 		s.closeLock()
 		return nil, fmt.Errorf("audit: open %s: %w", where, err)
 	}
-	if d.name == "sqlite" {
+	if drv.OneWriter() {
 		s.writer = make(chan struct{}, 1)
-		s.db.SetMaxOpenConns(4) // one writer, readers beside it (WAL)
-		s.db.SetMaxIdleConns(4)
-	} else {
-		// Every connection is kept while in use: one closed after a burst
-		// is a new server process and its statements prepared again at the
-		// next (at 32 clients that was most of a claim's time). Idle ones
-		// go after a while.
-		conns := cmp.Or(opts.MaxConns, 20)
-		s.db.SetMaxOpenConns(conns)
-		s.db.SetMaxIdleConns(conns)
-		s.db.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
@@ -195,7 +185,6 @@ func (s *Store) startBatching(b Batching) {
 			b.Workers = 1 // SQLite has one writer
 		}
 	}
-	s.batchQ = newClaimBatchQueries(s.d)
 	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
 	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
@@ -244,7 +233,7 @@ func (s *Store) closeLock() {
 }
 
 // Dialect returns "postgres" or "sqlite".
-func (s *Store) Dialect() string { return s.d.name }
+func (s *Store) Dialect() string { return s.drv.Name() }
 
 // Where names the database for people: a file path or a URL without its
 // password.
@@ -269,26 +258,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.db.PingContext(ctx); err != nil {
-		return dbError("ping "+s.where, err)
+		return s.dbError("ping "+s.where, err)
 	}
 	return nil
 }
 
 func (s *Store) migrator() (*goose.Provider, error) {
-	fsys, err := migrations.FS(s.d.name)
+	fsys, err := migrations.FS(s.drv.Name())
 	if err != nil {
 		return nil, fmt.Errorf("audit: migrations: %w", err)
 	}
-	opts := []goose.ProviderOption{goose.WithTableName("retryaudit_schema_version")}
-	if s.d.name == "postgres" {
-		// Instances starting together must not migrate at once.
-		locker, err := lock.NewPostgresSessionLocker()
-		if err != nil {
-			return nil, fmt.Errorf("audit: migration lock: %w", err)
-		}
-		opts = append(opts, goose.WithSessionLocker(locker))
+	dialect, opts, err := s.drv.Migrations()
+	if err != nil {
+		return nil, err
 	}
-	return goose.NewProvider(s.d.goose, s.db.DB, fsys, opts...)
+	opts = append(opts, goose.WithTableName("retryaudit_schema_version"))
+	return goose.NewProvider(dialect, s.db.DB, fsys, opts...)
 }
 
 // Migrate applies the migrations that have not run yet.
@@ -299,7 +284,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
-		return dbError("migrate "+s.where, err)
+		return s.dbError("migrate "+s.where, err)
 	}
 	for _, r := range results {
 		s.log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
@@ -316,7 +301,7 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 	}
 	pending, err := p.HasPending(ctx)
 	if err != nil {
-		return false, dbError("read schema version", err)
+		return false, s.dbError("read schema version", err)
 	}
 	return !pending, nil
 }
@@ -327,7 +312,7 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.tryTx(ctx, fn); err == nil || !retryable(err) {
+		if err = s.tryTx(ctx, fn); err == nil || !s.retryable(err) {
 			return err
 		}
 	}
@@ -340,14 +325,14 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		case s.writer <- struct{}{}:
 			defer func() { <-s.writer }()
 		case <-ctx.Done():
-			return dbError("wait for the writer", ctx.Err())
+			return s.dbError("wait for the writer", ctx.Err())
 		}
 	}
 	start := time.Now()
 	tx, err := s.db.BeginTxx(ctx, nil)
 	s.metrics.Ran("begin", start)
 	if err != nil {
-		return dbError("begin", err)
+		return s.dbError("begin", err)
 	}
 	defer s.shards.Delete(tx)
 	if err := fn(tx); err != nil {
@@ -358,7 +343,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	err = tx.Commit()
 	s.metrics.Ran("commit", start)
 	if err != nil {
-		return dbError("commit", err)
+		return s.dbError("commit", err)
 	}
 	return nil
 }
@@ -417,7 +402,7 @@ func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args
 		err = sqlx.GetContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return dbError(op, err)
+		return s.dbError(op, err)
 	}
 	return err
 }
@@ -432,7 +417,7 @@ func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string
 		err = sqlx.SelectContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
 	}
 	if err != nil {
-		return dbError(op, err)
+		return s.dbError(op, err)
 	}
 	return nil
 }
@@ -448,11 +433,11 @@ func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) 
 		res, err = q.(sqlx.ExecerContext).ExecContext(ctx, query, args...)
 	}
 	if err != nil {
-		return 0, dbError(op, err)
+		return 0, s.dbError(op, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, dbError(op, err)
+		return 0, s.dbError(op, err)
 	}
 	return n, nil
 }

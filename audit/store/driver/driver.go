@@ -1,0 +1,64 @@
+// Package driver is what the store asks of a database: the operations in
+// which PostgreSQL and SQLite differ, behind one interface, with one
+// implementation per database (packages postgres and sqlite). The store's
+// business code calls these operations and runs the named statements of the
+// drivers' .sql files; it never asks which database it is on.
+package driver
+
+import (
+	"io"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+)
+
+// Driver is one database's side of the store.
+type Driver interface {
+	// Name is "postgres" or "sqlite"; it is also the migrations folder.
+	Name() string
+	// Open opens a connection pool on the data source name, set up and
+	// sized for this database.
+	Open(dsn string, o Options) (*sqlx.DB, error)
+	// Exclusive keeps a second process from serving the same database when
+	// the database cannot share (SQLite); nil when it can.
+	Exclusive(where string) (io.Closer, error)
+	// Queries is the text of the driver's .sql file: the statements in
+	// which it differs from the store's shared.sql.
+	Queries() string
+	// Migrations returns goose's dialect and the provider's options.
+	Migrations() (goose.Dialect, []goose.ProviderOption, error)
+	// Time converts a time into a query argument.
+	Time(t time.Time) any
+	// RowArgs turns a batch's rows of n text columns into the arguments of
+	// the row set its statements read (the v CTE of the Batch statements).
+	RowArgs(n int, rows [][]string) []any
+	// Snapshot reports whether a page reads in one read-only snapshot.
+	// Without, it reads outside a transaction (SQLite, where a transaction
+	// would take the write lock).
+	Snapshot() bool
+	// OneWriter reports whether the database admits one write transaction
+	// at a time (SQLite): the store then queues writers itself, where a
+	// request's deadline is respected, and runs one batch at a time.
+	OneWriter() bool
+	// Classify says what an error from the database means.
+	Classify(err error) Class
+}
+
+// Class is what an error from the database means to the store.
+type Class int
+
+// The classes of errors a driver tells apart.
+const (
+	Other       Class = iota // internal
+	Unavailable              // unreachable, overloaded, interrupted: retry later
+	Locked                   // a row another session holds, past the lock timeout
+	Refused                  // a value the database cannot store
+	Retry                    // a serialization failure or deadlock: run the transaction again
+)
+
+// Options size and set up a pool.
+type Options struct {
+	MaxConns    int           // PostgreSQL: the pool's size
+	LockTimeout time.Duration // PostgreSQL: every statement's wait for a lock
+}

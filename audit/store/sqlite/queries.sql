@@ -1,0 +1,175 @@
+-- SQLite's statements where it differs from PostgreSQL (the rest are in
+-- ../shared.sql). Each says where and why it differs.
+-- Each statement follows a line "-- name: Name"; the store's queries struct
+-- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
+
+-- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
+-- name: LeaseOutbox
+WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
+  WHERE (o.state = 'pending' OR (o.state = 'sending' AND o.lease_until < :now)) AND o.due_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.thread_key = o.thread_key AND p.id < o.id
+  AND p.state IN ('pending', 'sending'))
+  ORDER BY o.id LIMIT :limit)
+  UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1,
+  maybe_sent = (maybe_sent OR state = 'sending'),
+  attempted_by = CASE WHEN state = 'sending' THEN lease_owner ELSE attempted_by END,
+  first_attempt_at = COALESCE(first_attempt_at, :now)
+  WHERE id IN (SELECT id FROM picked)
+  AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
+  RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+  attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent
+
+-- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
+-- name: FindDoneEntries
+SELECT source, event_id FROM webhook_events
+  WHERE status = 'done' AND last_seen_at < ? ORDER BY last_seen_at LIMIT ?
+
+-- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
+-- name: FindUnlinkedErrors
+SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < ?
+  AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id)
+  ORDER BY id LIMIT ?
+
+-- SQLite: pragma_index_list and pragma_index_info instead of pg_index.
+-- name: CountUniqueKeys
+SELECT count(*) FROM pragma_index_list('webhook_events') l WHERE l."unique" = 1
+  AND l.partial = 0 AND (SELECT count(*) FROM pragma_index_info(l.name)) = 2
+  AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'source')
+  AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'event_id')
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchReadExecutions
+WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
+  SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
+-- name: BatchUpsertExecutions
+WITH v AS (SELECT j.value->>0 AS v_id, j.value->>1 AS v_workflow_id, j.value->>2 AS v_workflow_name, j.value->>3 AS v_mode, j.value->>4 AS v_claimed, j.value->>5 AS v_note FROM json_each(?) AS j)
+  INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+  SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ?, ?
+  FROM v WHERE true
+  ON CONFLICT (execution_id) DO UPDATE SET
+  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+  ELSE executions.claimed_retry_of END,
+  last_seen_at = excluded.last_seen_at
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchReadKnown
+WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
+  SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+  AND (retry_of <> '' OR mode <> '')
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchReadHolders
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
+  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
+  AND status = 'processing' AND holder_execution_id <> ''
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchReadReportHolders
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
+  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
+  AND status IN ('processing', 'failed') AND holder_execution_id <> ''
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
+-- name: BatchInsertEntries
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
+  INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+  SELECT v_source, v_event_id, 'processing', v_holder, ?, ?, ?
+  FROM v WHERE true ORDER BY v_source, v_event_id
+  ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchReclaim
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
+  UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
+  last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchHold
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
+  UPDATE webhook_events SET last_seen_at = ? FROM v
+  WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchTouch
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
+  UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
+-- name: BatchPresent
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id, j.value->>3 AS v_delivery, j.value->>4 AS v_acted, j.value->>5 AS v_delivery_id, j.value->>6 AS v_workflow_id, j.value->>7 AS v_class FROM json_each(?) AS j)
+  INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
+  class, first_seen_at)
+  SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
+  v_workflow_id, v_class, ? FROM v WHERE true
+  ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+  acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+  workflow_id = excluded.workflow_id, class = excluded.class
+  WHERE event_executions.role <> 'claim'
+  RETURNING source, event_id
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchMarkActed
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id FROM json_each(?) AS j)
+  UPDATE event_executions SET acted = (1 = 1) FROM v
+  WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchCountDeliveries
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_new, j.value->>3 AS v_fingerprint, j.value->>4 AS v_workflow_id, j.value->>5 AS v_delivery_id FROM json_each(?) AS j)
+  UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
+  fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
+  first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
+  last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
+  last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
+  FROM v WHERE source = v_source AND event_id = v_event_id
+  RETURNING source, event_id, deliveries, fingerprint
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
+-- name: BatchWrite
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id, j.value->>3 AS v_workflow_id, j.value->>4 AS v_workflow_name, j.value->>5 AS v_node, j.value->>6 AS v_decision, j.value->>7 AS v_delivery, j.value->>8 AS v_class, j.value->>9 AS v_status, j.value->>10 AS v_message FROM json_each(?) AS j)
+  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref)
+  SELECT v_source, v_event_id, '', ?, 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
+  v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
+-- name: BatchCount
+WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_workflow_id, j.value->>2 AS v_metric, j.value->>3 AS v_n FROM json_each(?) AS j)
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT ?, v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchPendingErrors
+WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
+  SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile')
+  AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- name: BatchOpenThreads
+WITH v AS (SELECT j.value->>0 AS v_thread FROM json_each(?) AS j)
+  SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
+
+-- SQLite: empty: SQLite has no row locks and one writer, so no entry of a batch can be held by another session.
+-- name: BatchLockEntries
+
+-- SQLite: empty: the overview reads outside a transaction, which would take
+-- the write lock.
+-- name: OverviewSnapshot
