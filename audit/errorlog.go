@@ -11,8 +11,8 @@ type EventKey struct {
 	EventID string `db:"event_id" json:"event_id"`
 }
 
-// ErrorRecord is an error the service received (or found), as stored.
-type ErrorRecord struct {
+// N8NErrorRecord is an error the service received (or found), as stored.
+type N8NErrorRecord struct {
 	ID               int64          `db:"id"`
 	DedupeKey        string         `db:"dedupe_key"`
 	ReceivedAt       time.Time      `db:"received_at"`
@@ -36,12 +36,12 @@ type ErrorRecord struct {
 }
 
 // Linked returns the event the error belongs to, if any.
-func (e ErrorRecord) Linked() (EventKey, bool) {
+func (e N8NErrorRecord) Linked() (EventKey, bool) {
 	return EventKey{e.LinkedSource.String, e.LinkedEventID.String}, e.LinkedSource.Valid
 }
 
-// ErrorResult is the intake's answer.
-type ErrorResult struct {
+// N8NErrorResult is the intake's answer.
+type N8NErrorResult struct {
 	ID          int64
 	Kind        string
 	Duplicate   bool
@@ -50,8 +50,8 @@ type ErrorResult struct {
 	Linked      *EventKey
 }
 
-// ErrorFilter selects errors for a list.
-type ErrorFilter struct {
+// N8NErrorFilter selects errors for a list.
+type N8NErrorFilter struct {
 	Kind   string // one kind, or "" for every kind but the editor's test payloads
 	Before int64  // the last id of the previous page
 	Limit  int

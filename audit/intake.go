@@ -7,11 +7,11 @@ import (
 
 // The kinds of error record.
 const (
-	ErrorExecution = "execution_error"    // a run failed
-	ErrorTrigger   = "trigger_error"      // the trigger itself failed: no execution
-	ErrorUnknown   = "unknown_shape"      // a payload the service does not recognise
-	ErrorTest      = "test_payload"       // the editor's sample, not an incident
-	ErrorReconcile = "found_by_reconcile" // n8n lists it as failed; no error reached the intake
+	N8NErrorExecution = "execution_error"    // a run failed
+	N8NErrorTrigger   = "trigger_error"      // the trigger itself failed: no execution
+	N8NErrorUnknown   = "unknown_shape"      // a payload the service does not recognise
+	N8NErrorTest      = "test_payload"       // the editor's sample, not an incident
+	N8NErrorReconcile = "found_by_reconcile" // n8n lists it as failed; no error reached the intake
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 // N8NErrorReport is what the service learned of one failed n8n run or
 // trigger: from an Error Trigger payload (n8n.ParseErrorTrigger) or from
 // reconciliation. It is n8n's error, not a Go error (Error); the store keeps
-// it as an ErrorRecord.
+// it as an N8NErrorRecord.
 type N8NErrorReport struct {
 	Kind         string
 	DedupeKey    string
@@ -70,9 +70,9 @@ func (r *N8NErrorReport) AddNote(note string) {
 // with it (keys nil) to tell n8n's words from a stand-in.
 func DefaultMessage(kind string, keys []string) string {
 	switch kind {
-	case ErrorTrigger:
+	case N8NErrorTrigger:
 		return "the trigger failed; n8n sent no message (add a top-level message to the error workflow's body)"
-	case ErrorUnknown:
+	case N8NErrorUnknown:
 		return fmt.Sprintf("n8n sent a payload of an unknown shape (keys: %s)", strings.Join(keys, ", "))
 	}
 	return "n8n sent no error message"

@@ -69,7 +69,7 @@ type EventDetail struct {
 	// Executions, Errors and Alerts are the first (oldest) MaxListed of
 	// each; the totals count them all.
 	Executions      []EventExecution
-	Errors          []ErrorRecord
+	Errors          []N8NErrorRecord
 	Alerts          []OutboxRow
 	ExecutionsTotal int
 	ErrorsTotal     int

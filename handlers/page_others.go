@@ -46,7 +46,7 @@ type executionData struct {
 	Up     []audit.Execution
 	Down   []audit.Execution
 	Events []audit.TouchedEvent
-	Errors []audit.ErrorRecord
+	Errors []audit.N8NErrorRecord
 }
 
 // executionPage shows one execution: its events, what it retries (up to
@@ -81,9 +81,9 @@ func (h *Handler) executionPage(c *gin.Context) {
 
 type errorsData struct {
 	Kind   string
-	Errors []audit.ErrorRecord
+	Errors []audit.N8NErrorRecord
 	Counts map[string]int
-	Tests  []audit.ErrorRecord // the editor's test payloads, shown apart
+	Tests  []audit.N8NErrorRecord // the editor's test payloads, shown apart
 	Next   int64
 }
 
@@ -92,7 +92,7 @@ func (h *Handler) errorsPage(c *gin.Context) {
 	ctx := c.Request.Context()
 	kind := c.Query("kind")
 	switch kind {
-	case "", audit.ErrorExecution, audit.ErrorTrigger, audit.ErrorUnknown, audit.ErrorTest, audit.ErrorReconcile:
+	case "", audit.N8NErrorExecution, audit.N8NErrorTrigger, audit.N8NErrorUnknown, audit.N8NErrorTest, audit.N8NErrorReconcile:
 	default:
 		h.pageError(c, http.StatusUnprocessableEntity, "Invalid request", "There is no kind of error called that.")
 		return
@@ -100,7 +100,7 @@ func (h *Handler) errorsPage(c *gin.Context) {
 	before, _ := strconv.ParseInt(c.Query("before"), 10, 64)
 	d := errorsData{Kind: kind}
 	var err error
-	if d.Errors, d.Next, err = h.store.Errors(ctx, audit.ErrorFilter{Kind: kind, Before: before, Limit: 50}); err != nil {
+	if d.Errors, d.Next, err = h.store.Errors(ctx, audit.N8NErrorFilter{Kind: kind, Before: before, Limit: 50}); err != nil {
 		h.pageFail(c, err)
 		return
 	}
@@ -109,7 +109,7 @@ func (h *Handler) errorsPage(c *gin.Context) {
 		return
 	}
 	if kind == "" && before == 0 {
-		if d.Tests, _, err = h.store.Errors(ctx, audit.ErrorFilter{Kind: audit.ErrorTest, Limit: 3}); err != nil {
+		if d.Tests, _, err = h.store.Errors(ctx, audit.N8NErrorFilter{Kind: audit.N8NErrorTest, Limit: 3}); err != nil {
 			h.pageFail(c, err)
 			return
 		}
@@ -118,7 +118,7 @@ func (h *Handler) errorsPage(c *gin.Context) {
 }
 
 type errorData struct {
-	audit.ErrorRecord
+	audit.N8NErrorRecord
 	N8NURL string
 	Event  *audit.EventKey
 }
@@ -136,7 +136,7 @@ func (h *Handler) errorPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	d := errorData{ErrorRecord: e, N8NURL: h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)}
+	d := errorData{N8NErrorRecord: e, N8NURL: h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)}
 	if ev, ok := e.Linked(); ok {
 		d.Event = &ev
 	}

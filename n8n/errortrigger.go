@@ -37,19 +37,19 @@ func ParseErrorTriggerBody(sum [32]byte, v map[string]any) audit.N8NErrorReport 
 	var errObj map[string]any
 	switch {
 	case exec != nil && idString(exec["id"]) != "":
-		r.Kind = audit.ErrorExecution
+		r.Kind = audit.N8NErrorExecution
 		r.ExecutionID, r.RetryOf = idString(exec["id"]), idString(exec["retryOf"])
 		r.Mode, r.URL, r.Node = str(exec["mode"]), str(exec["url"]), str(exec["lastNodeExecuted"])
 		errObj, _ = exec["error"].(map[string]any)
 		if r.Mode == "manual" && r.WorkflowName == "Example Workflow" {
-			r.Kind = audit.ErrorTest
+			r.Kind = audit.N8NErrorTest
 		}
 	case trig != nil:
-		r.Kind = audit.ErrorTrigger
+		r.Kind = audit.N8NErrorTrigger
 		r.Mode = str(trig["mode"])
 		errObj, _ = trig["error"].(map[string]any)
 	default:
-		r.Kind = audit.ErrorUnknown
+		r.Kind = audit.N8NErrorUnknown
 	}
 	if node, ok := errObj["node"].(map[string]any); ok && str(node["name"]) != "" {
 		r.Node = str(node["name"])
@@ -79,9 +79,9 @@ func ParseErrorTriggerBody(sum [32]byte, v map[string]any) audit.N8NErrorReport 
 	}
 	r.Payload, r.Truncated = storedPayload(v)
 	switch r.Kind {
-	case audit.ErrorExecution:
+	case audit.N8NErrorExecution:
 		r.DedupeKey = "exec:" + r.ExecutionID
-	case audit.ErrorTest:
+	case audit.N8NErrorTest:
 		r.DedupeKey = "test:" + r.ExecutionID
 	default:
 		r.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])

@@ -41,7 +41,7 @@ func TestReconcileInstances(t *testing.T) {
 		staging.addRun("8", "retry", "7", "error", t0.Add(30*time.Second), time.Second)
 		clock.Advance(3 * time.Minute)
 		pass()
-		found := errorsOf(t, s, audit.ErrorReconcile)
+		found := errorsOf(t, s, audit.N8NErrorReconcile)
 		if len(found) != 3 || found["7"].ID == 0 || found["7@staging"].ID == 0 || found["8@staging"].ID == 0 {
 			t.Fatalf("recorded %v, want 7, 7@staging and 8@staging", keys(found))
 		}

@@ -199,7 +199,7 @@ func (r *Reconciler) record(ctx context.Context, f Failed) error {
 		msg = f.Message + " (" + note + ")"
 	}
 	res, err := r.Store.RecordError(ctx, audit.N8NErrorReport{
-		Kind: audit.ErrorReconcile, DedupeKey: key, ExecutionID: id, RetryOf: audit.QualifyID(r.Instance, f.RetryOf),
+		Kind: audit.N8NErrorReconcile, DedupeKey: key, ExecutionID: id, RetryOf: audit.QualifyID(r.Instance, f.RetryOf),
 		WorkflowID: audit.QualifyID(r.Instance, f.WorkflowID), Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
 	})
 	if err == nil && !res.Duplicate {

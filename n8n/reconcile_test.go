@@ -16,15 +16,15 @@ import (
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
-func errorsOf(t *testing.T, s *store.Store, kind string) map[string]audit.ErrorRecord {
+func errorsOf(t *testing.T, s *store.Store, kind string) map[string]audit.N8NErrorRecord {
 	t.Helper()
-	var recs []audit.ErrorRecord
+	var recs []audit.N8NErrorRecord
 	if err := s.DB().Select(&recs, s.DB().Rebind(`SELECT id, dedupe_key, received_at, kind, execution_id, retry_of,
 		root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
 		payload_truncated, payload_dropped, source, event_id FROM n8n_errors WHERE kind = ?`), kind); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]audit.ErrorRecord{}
+	out := map[string]audit.N8NErrorRecord{}
 	for _, r := range recs {
 		out[r.ExecutionID] = r
 	}
@@ -93,7 +93,7 @@ func TestReconcile(t *testing.T) {
 			e.pass(t)
 			e.clock.Advance(5 * time.Minute)
 			e.pass(t)
-			found := errorsOf(t, e.s, audit.ErrorReconcile)
+			found := errorsOf(t, e.s, audit.N8NErrorReconcile)
 			if len(found) != 1 || found["12"].ID == 0 {
 				t.Fatalf("recorded %v, want only 12, which was still within its grace when reconciliation started",
 					keys(found))
@@ -106,19 +106,19 @@ func TestReconcile(t *testing.T) {
 			claim(t, e.s, "order-30", "30")
 			e.fake.addRun("30", "webhook", "", "error", t0.Add(10*time.Second), 20*time.Second) // no error workflow ran
 			e.fake.addRun("31", "webhook", "", "error", t0.Add(10*time.Second), 20*time.Second) // the intake has it
-			if _, err := e.s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:31",
+			if _, err := e.s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:31",
 				ExecutionID: "31", Message: "reported"}); err != nil {
 				t.Fatal(err)
 			}
 			e.fake.addRun("32", "retry", "30", "error", t0.Add(40*time.Second), 10*time.Second)
 			e.clock.Advance(70 * time.Second) // 30 stopped 40 s ago: within its grace
 			e.pass(t)
-			if n := len(errorsOf(t, e.s, audit.ErrorReconcile)); n != 0 {
+			if n := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); n != 0 {
 				t.Fatalf("recorded %d failures within their grace", n)
 			}
 			e.clock.Advance(time.Minute)
 			e.pass(t)
-			found := errorsOf(t, e.s, audit.ErrorReconcile)
+			found := errorsOf(t, e.s, audit.N8NErrorReconcile)
 			if len(found) != 2 || found["30"].ID == 0 || found["32"].ID == 0 {
 				t.Fatalf("found %v, want executions 30 and 32", keys(found))
 			}
@@ -139,7 +139,7 @@ func TestReconcile(t *testing.T) {
 				e.clock.Advance(time.Minute)
 				e.pass(t)
 			}
-			if n := len(errorsOf(t, e.s, audit.ErrorReconcile)); n != 2 {
+			if n := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); n != 2 {
 				t.Errorf("%d records after passes with nothing new, want 2", n)
 			}
 			var alerts int
@@ -164,7 +164,7 @@ func TestReconcile(t *testing.T) {
 					e.clock.Advance(time.Minute)
 					e.pass(t)
 				}
-				if _, ok := errorsOf(t, e.s, audit.ErrorReconcile)["41"]; !ok {
+				if _, ok := errorsOf(t, e.s, audit.N8NErrorReconcile)["41"]; !ok {
 					t.Fatal("41 was not recorded")
 				}
 				e.fake.addRun("40", "webhook", "", "error", t0.Add(time.Second), 20*time.Minute)
@@ -172,7 +172,7 @@ func TestReconcile(t *testing.T) {
 					e.clock.Advance(time.Minute)
 					e.pass(t)
 				}
-				if _, ok := errorsOf(t, e.s, audit.ErrorReconcile)["40"]; !ok {
+				if _, ok := errorsOf(t, e.s, audit.N8NErrorReconcile)["40"]; !ok {
 					t.Fatal("the long run 40, failed after 41 was reconciled, was never recorded")
 				}
 			})
@@ -187,7 +187,7 @@ func TestReconcile(t *testing.T) {
 			}
 			e.clock.Advance(3 * time.Minute)
 			e.pass(t)
-			if got := len(errorsOf(t, e.s, audit.ErrorReconcile)); got != n {
+			if got := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); got != n {
 				t.Errorf("recorded %d of %d failures", got, n)
 			}
 		})
@@ -205,7 +205,7 @@ func TestReconcile(t *testing.T) {
 			if got := e.fake.pages - before; got > 2 {
 				t.Errorf("the pass read %d pages; the second holds only failures from before the lookback", got)
 			}
-			if _, ok := errorsOf(t, e.s, audit.ErrorReconcile)["300"]; !ok {
+			if _, ok := errorsOf(t, e.s, audit.N8NErrorReconcile)["300"]; !ok {
 				t.Error("300 was not recorded")
 			}
 		})
@@ -224,12 +224,12 @@ func TestReconcile(t *testing.T) {
 			if got := e.skipped(t, "page_unreadable"); got != 1 {
 				t.Errorf("retryaudit_reconcile_skipped_total{reason=page_unreadable} = %v, want 1", got)
 			}
-			if got := len(errorsOf(t, e.s, audit.ErrorReconcile)); got != 2 {
+			if got := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); got != 2 {
 				t.Errorf("the first page's %d failures recorded, want 2", got)
 			}
 			e.clock.Advance(time.Minute)
 			e.pass(t)
-			if got := len(errorsOf(t, e.s, audit.ErrorReconcile)); got != 6 {
+			if got := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); got != 6 {
 				t.Errorf("%d of 6 failures recorded after the next pass", got)
 			}
 		})
@@ -241,7 +241,7 @@ func TestReconcile(t *testing.T) {
 			e.fake.addRun("50", "webhook", "", "error", t0.Add(time.Second), time.Second)
 			e.clock.Advance(3 * time.Minute)
 			e.pass(t)
-			before := errorsOf(t, e.s, audit.ErrorReconcile)["50"]
+			before := errorsOf(t, e.s, audit.N8NErrorReconcile)["50"]
 			if before.Payload != "" || before.URL != "" {
 				t.Fatalf("the reconcile record has a payload or url: %+v", before)
 			}
@@ -252,7 +252,7 @@ func TestReconcile(t *testing.T) {
 			if !res.Duplicate || res.Linked == nil || res.Linked.EventID != "order-50" {
 				t.Errorf("the late payload was answered %+v, want a duplicate linked to order-50", res)
 			}
-			after := errorsOf(t, e.s, audit.ErrorReconcile)["50"]
+			after := errorsOf(t, e.s, audit.N8NErrorReconcile)["50"]
 			if after.ID != before.ID || after.URL != "http://n8n.test/workflow/wf1/executions/50" ||
 				after.HTTPCode != "502" || !strings.Contains(after.Payload, "NodeApiError: at line 3") ||
 				after.WorkflowName != "Orders to CRM" {
@@ -271,11 +271,11 @@ func TestReconcile(t *testing.T) {
 			e.fake.addRun("60", "retry", "59", "error", t0.Add(time.Second), time.Second)
 			e.clock.Advance(3 * time.Minute)
 			e.pass(t)
-			rec := errorsOf(t, e.s, audit.ErrorExecution)["60"]
+			rec := errorsOf(t, e.s, audit.N8NErrorExecution)["60"]
 			if rec.Message != "CRM answered 422" || rec.Mode != "retry" || rec.RetryOf != "59" {
 				t.Errorf("after reconciliation: message %q, mode %q, retry of %q", rec.Message, rec.Mode, rec.RetryOf)
 			}
-			if n := len(errorsOf(t, e.s, audit.ErrorReconcile)); n != 0 {
+			if n := len(errorsOf(t, e.s, audit.N8NErrorReconcile)); n != 0 {
 				t.Errorf("%d reconcile records for an execution the intake had", n)
 			}
 		})
@@ -293,7 +293,7 @@ func TestReconcile(t *testing.T) {
 }
 
 // intake records a payload as the error intake does.
-func intake(t *testing.T, s *store.Store, payload string) audit.ErrorResult {
+func intake(t *testing.T, s *store.Store, payload string) audit.N8NErrorResult {
 	t.Helper()
 	var v map[string]any
 	dec := json.NewDecoder(strings.NewReader(payload))
@@ -308,7 +308,7 @@ func intake(t *testing.T, s *store.Store, payload string) audit.ErrorResult {
 	return res
 }
 
-func keys(m map[string]audit.ErrorRecord) []string {
+func keys(m map[string]audit.N8NErrorRecord) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)

@@ -16,7 +16,7 @@ import (
 // it: every payload differs (n8n's timestamp), the workflow and node do not.
 func triggerFailed(t *testing.T, s *store.Store, i int) {
 	t.Helper()
-	if _, err := s.RecordError(context.Background(), audit.N8NErrorReport{Kind: audit.ErrorTrigger,
+	if _, err := s.RecordError(context.Background(), audit.N8NErrorReport{Kind: audit.N8NErrorTrigger,
 		DedupeKey: fmt.Sprintf("sha256:%064d", i), WorkflowID: "wfPoll", WorkflowName: "Poll CRM orders",
 		Node: "CRM Trigger", Mode: "trigger", Message: "connect ECONNREFUSED 10.0.0.7:443"}); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestGroupLinkedLater(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		r := newRig(t, dialect, false)
 		ctx := context.Background()
-		if _, err := r.store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:900",
+		if _, err := r.store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:900",
 			ExecutionID: "900", WorkflowID: "wf1", Node: "CRM", Mode: "webhook", Message: "timeout"}); err != nil {
 			t.Fatal(err)
 		}

@@ -318,7 +318,7 @@ func TestExecutionLinks(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if _, err := r.store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + exec,
+				if _, err := r.store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + exec,
 					ExecutionID: exec, WorkflowID: wf, Node: "CRM", Message: "timeout", URL: evil, Mode: "webhook"}); err != nil {
 					t.Fatal(err)
 				}

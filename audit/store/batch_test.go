@@ -93,7 +93,7 @@ func TestBatchLearnsLineageAnewFromWhatItKnows(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		ctx := context.Background()
 		s := audittest.Open(t, dialect, store.Options{})
-		_, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:72",
+		_, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:72",
 			ExecutionID: "72", WorkflowID: "wf", Mode: "webhook", Message: "failed"})
 		if err != nil {
 			t.Fatal(err)

@@ -21,30 +21,30 @@ const unlinkedGrace = 30 * time.Second
 // its execution (or the execution it retries) touched, and writes the alert,
 // all in one transaction. A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
-func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.ErrorResult, error) {
+func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
 	r = r.Stored(s.redact)
-	var res audit.ErrorResult
+	var res audit.N8NErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		res, err = s.recordError(ctx, tx, r, s.now())
 		return err
 	})
 	if err != nil {
-		return audit.ErrorResult{}, err
+		return audit.N8NErrorResult{}, err
 	}
 	if !res.Duplicate {
 		s.metrics.Ingested(res.Kind)
-		if res.Kind != audit.ErrorTest {
+		if res.Kind != audit.N8NErrorTest {
 			s.nudge()
 		}
 	}
 	return res, nil
 }
 
-func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (audit.ErrorResult, error) {
-	res := audit.ErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (audit.N8NErrorResult, error) {
+	res := audit.N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
 	chain := []string{}
-	if r.Kind == audit.ErrorExecution || r.Kind == audit.ErrorReconcile {
+	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
 		var err error
 		chain, err = s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
 			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, URL: r.URL}, now)
@@ -79,7 +79,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 	if len(events) == 0 {
 		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
 	}
-	rec := audit.ErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+	rec := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
 	for i, ev := range events {
 		if _, err := s.attachError(ctx, tx, rec, ev, i == 0, now); err != nil {
@@ -93,21 +93,21 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 // duplicateError answers a report of an error already recorded. A payload
 // and a reconciliation record describe the same execution: whichever comes
 // second fills in what the first lacks (mergeError).
-func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport) (audit.ErrorResult, error) {
-	var e audit.ErrorRecord
+func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
+	var e audit.N8NErrorRecord
 	if err := s.get(ctx, tx, &e, "read error", s.q.ReadDuplicateError, r.DedupeKey); err != nil {
-		return audit.ErrorResult{}, err
+		return audit.N8NErrorResult{}, err
 	}
 	if m, changed := mergeError(e, r); changed {
 		if _, err := s.namedExec(ctx, tx, "merge error", s.q.MergeError, map[string]any{
 			"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
 			"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
 			"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
-			return audit.ErrorResult{}, err
+			return audit.N8NErrorResult{}, err
 		}
 		e = m
 	}
-	res := audit.ErrorResult{ID: e.ID, Kind: e.Kind, Duplicate: true, ExecutionID: e.ExecutionID, RetryOf: e.RetryOf}
+	res := audit.N8NErrorResult{ID: e.ID, Kind: e.Kind, Duplicate: true, ExecutionID: e.ExecutionID, RetryOf: e.RetryOf}
 	if ev, ok := e.Linked(); ok {
 		res.Linked = &ev
 	}
@@ -133,7 +133,7 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.Ev
 // is taken with a conditional update, so that an error is linked once even
 // when its claim and its payload race each other. It reports whether it
 // attached the error.
-func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.ErrorRecord, ev audit.EventKey, primary bool, now time.Time) (bool, error) {
+func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRecord, ev audit.EventKey, primary bool, now time.Time) (bool, error) {
 	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
 		"execution_id": e.ExecutionID, "now": s.t(now)}
 	if primary {
@@ -260,11 +260,11 @@ func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey
 // errors are grouped by kind, workflow and node: the first of a repeat
 // interval opens a thread, the others are counted in it.
 func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audit.N8NErrorReport, now time.Time) error {
-	if r.Kind == audit.ErrorTest {
+	if r.Kind == audit.N8NErrorTest {
 		return nil
 	}
 	due := now
-	if r.Kind == audit.ErrorExecution {
+	if r.Kind == audit.N8NErrorExecution {
 		due = now.Add(unlinkedGrace)
 	}
 	g, opened, err := s.joinGroup(ctx, tx, r, now)
@@ -284,11 +284,11 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audi
 // execution (or of an execution in its chain) to the claimed event.
 func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
 	query, args, err := sqlx.In(s.q.LinkPendingErrors,
-		audit.ErrorExecution, audit.ErrorReconcile, chain, chain)
+		audit.N8NErrorExecution, audit.N8NErrorReconcile, chain, chain)
 	if err != nil {
 		return false, &audit.Error{Code: audit.CodeInternal, Message: "bind pending errors", Err: err}
 	}
-	var pending []audit.ErrorRecord
+	var pending []audit.N8NErrorRecord
 	if err := s.selectAll(ctx, tx, &pending, "find pending errors", query, args...); err != nil {
 		return false, err
 	}
@@ -313,8 +313,8 @@ func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) 
 }
 
 // Error returns one error record with its payload.
-func (s *Store) Error(ctx context.Context, id int64) (audit.ErrorRecord, error) {
-	var e audit.ErrorRecord
+func (s *Store) Error(ctx context.Context, id int64) (audit.N8NErrorRecord, error) {
+	var e audit.N8NErrorRecord
 	err := s.get(ctx, s.db, &e, "read error", s.q.ReadError, id)
 	if isNoRows(err) {
 		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
@@ -324,7 +324,7 @@ func (s *Store) Error(ctx context.Context, id int64) (audit.ErrorRecord, error) 
 
 // Errors lists error records, newest first, and returns the cursor of the
 // next page (0 on the last).
-func (s *Store) Errors(ctx context.Context, f audit.ErrorFilter) ([]audit.ErrorRecord, int64, error) {
+func (s *Store) Errors(ctx context.Context, f audit.N8NErrorFilter) ([]audit.N8NErrorRecord, int64, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
@@ -332,7 +332,7 @@ func (s *Store) Errors(ctx context.Context, f audit.ErrorFilter) ([]audit.ErrorR
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	var recs []audit.ErrorRecord
+	var recs []audit.N8NErrorRecord
 	err := s.selectAll(ctx, s.db, &recs, "list errors", s.q.ListErrors, before, f.Kind, f.Kind, f.Limit+1)
 	if err != nil || len(recs) <= f.Limit {
 		return recs, 0, err
@@ -358,8 +358,8 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 }
 
 // ExecutionErrors returns the errors of one execution.
-func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.ErrorRecord, error) {
-	var recs []audit.ErrorRecord
+func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.N8NErrorRecord, error) {
+	var recs []audit.N8NErrorRecord
 	err := s.selectAll(ctx, s.db, &recs, "read errors", s.q.ReadExecutionErrors, id)
 	return recs, err
 }

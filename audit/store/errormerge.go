@@ -15,7 +15,7 @@ import (
 // a reconciliation record's only when that one lacks n8n's error (n8n had
 // pruned the execution's data), and a reconciliation record never replaces
 // a payload's message, which n8n wrote.
-func mergeError(e audit.ErrorRecord, r audit.N8NErrorReport) (audit.ErrorRecord, bool) {
+func mergeError(e audit.N8NErrorRecord, r audit.N8NErrorReport) (audit.N8NErrorRecord, bool) {
 	m := e
 	m.RetryOf = cmp.Or(e.RetryOf, r.RetryOf)
 	m.WorkflowID = cmp.Or(e.WorkflowID, r.WorkflowID)
@@ -30,7 +30,7 @@ func mergeError(e audit.ErrorRecord, r audit.N8NErrorReport) (audit.ErrorRecord,
 	switch {
 	case e.Message == "" || e.Message == audit.DefaultMessage(e.Kind, nil):
 		m.Message = cmp.Or(r.Message, e.Message)
-	case e.Kind == audit.ErrorReconcile && r.Kind == audit.ErrorExecution && r.Message != audit.DefaultMessage(r.Kind, nil) &&
+	case e.Kind == audit.N8NErrorReconcile && r.Kind == audit.N8NErrorExecution && r.Message != audit.DefaultMessage(r.Kind, nil) &&
 		!strings.Contains(e.Message, r.Message):
 		m.Message = r.Message
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
@@ -58,4 +59,15 @@ func (s *Store) ReportTogether(ctx context.Context, reqs []audit.OutcomeRequest)
 		}
 	}
 	return res, errs
+}
+
+// Statements returns the store's statements by name, as loaded for its
+// database.
+func (s *Store) Statements() map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(s.q)
+	for i := 0; i < v.NumField(); i++ {
+		out[v.Type().Field(i).Name] = v.Field(i).String()
+	}
+	return out
 }

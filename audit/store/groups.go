@@ -106,7 +106,7 @@ func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, err
 	if a.Count == 0 {
 		return a, nil
 	}
-	var first, last audit.ErrorRecord
+	var first, last audit.N8NErrorRecord
 	if err := s.get(ctx, s.db, &first, "read group", s.q.GroupFirst, args...); err != nil {
 		return a, err
 	}

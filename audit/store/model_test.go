@@ -510,7 +510,7 @@ func (w *world) intake(x *execution) {
 	if x.retryOf != "" {
 		mode = "retry"
 	}
-	report := audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + x.id,
+	report := audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + x.id,
 		ExecutionID: x.id, RetryOf: x.retryOf, WorkflowID: "wf", Mode: mode, Message: "failed"}
 	for _, s := range []*store.Store{w.m.store, w.m.ref} {
 		if _, err := s.RecordError(w.ctx, report); err != nil {

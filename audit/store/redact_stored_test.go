@@ -23,11 +23,11 @@ func TestRedactStored(t *testing.T) {
 		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "old-1", ExecutionID: "1"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:1",
+		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:1",
 			ExecutionID: "1", Message: "boom", Payload: `{"headers":{"x":"y"}}`}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorTrigger, DedupeKey: "sha256:1",
+		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorTrigger, DedupeKey: "sha256:1",
 			WorkflowID: "poll", Node: "RSS", Message: "boom"}); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestNamesAreRedacted(t *testing.T) {
 		for _, r := range []audit.N8NErrorReport{
 			n8n.ParseErrorTrigger([]byte("an execution error"), v),
 			// Built by hand, as reconciliation does: the store redacts too.
-			{Kind: audit.ErrorTrigger, DedupeKey: "sha256:t", WorkflowID: "w", WorkflowName: name, Node: node, Message: "boom"},
+			{Kind: audit.N8NErrorTrigger, DedupeKey: "sha256:t", WorkflowID: "w", WorkflowName: name, Node: node, Message: "boom"},
 		} {
 			if _, err := s.RecordError(ctx, r); err != nil {
 				t.Fatal(err)

@@ -29,7 +29,7 @@ func TestRetention(t *testing.T) {
 			}
 		}
 		record := func(exec, retryOf string) {
-			if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + exec,
+			if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + exec,
 				ExecutionID: exec, RetryOf: retryOf, Message: "boom", Payload: `{"big":"payload"}`}); err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestRetention(t *testing.T) {
 		if history+outbox+errs != 0 {
 			t.Errorf("left behind: %d history lines, %d alerts, %d errors", history, outbox, errs)
 		}
-		var kept audit.ErrorRecord
+		var kept audit.N8NErrorRecord
 		if err := s.DB().Get(&kept.PayloadDropped, s.DB().Rebind(`SELECT payload_dropped FROM n8n_errors WHERE execution_id = ?`), "2"); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestRetentionKeepsWhatOthersReferTo(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:50",
+		res, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:50",
 			ExecutionID: "50", Message: "boom"})
 		if err != nil || res.Linked == nil {
 			t.Fatalf("record: %+v %v", res, err)

@@ -23,7 +23,7 @@ func TestScratch(t *testing.T) {
 			ExecutionID: run + "-1", Outcome: audit.OutcomeUnknown}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + run + "-1",
+		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + run + "-1",
 			ExecutionID: run + "-1", Message: "drill"}); err != nil {
 			t.Fatal(err)
 		}

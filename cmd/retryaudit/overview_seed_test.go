@@ -120,7 +120,7 @@ func seedOverview(t *testing.T, dataDir string) {
 			at(done.Add(time.Duration(20+rnd.IntN(24*60))*time.Minute), resolve(source, event, first))
 		case r < 19: // the run failed in the CRM node: n8n's error workflow reports it
 			at(done, func() error {
-				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + first,
+				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + first,
 					ExecutionID: first, WorkflowID: wf, WorkflowName: name, Node: "Create order", Mode: "webhook",
 					Message: "ETIMEDOUT"})
 				return err
@@ -136,7 +136,7 @@ func seedOverview(t *testing.T, dataDir string) {
 		for j := range 6 {
 			id := next()
 			at(end.Add(-back+time.Duration(j)*7*time.Minute), func() error {
-				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.ErrorExecution, DedupeKey: "exec:" + id,
+				_, err := store.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + id,
 					ExecutionID: id, WorkflowID: "stock", WorkflowName: "Stock sync", Node: "HTTP Request", Mode: "trigger",
 					Message: "429 Too Many Requests"})
 				return err
