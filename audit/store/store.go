@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // the PostgreSQL driver
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // the SQLite driver, pure Go
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store/driver"
