@@ -1,7 +1,7 @@
 // Package audit is the domain of retryaudit: the ledger of webhook events,
 // the executions that touch them, their lineage, the errors n8n reports and
-// the alerts about them, and the store that keeps all of it in PostgreSQL or
-// SQLite.
+// the alerts about them. It holds no SQL: the store that keeps all of it in
+// PostgreSQL or SQLite is the package audit/store.
 //
 // An event happens once; executions of a workflow can be many. The ledger
 // holds one entry per event key (source, event id and, for multi-item events,

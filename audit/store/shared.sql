@@ -1,5 +1,6 @@
 -- The store's statements where PostgreSQL and SQLite agree. A statement
 -- in which they differ is in each driver's queries.sql instead.
+--
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
 

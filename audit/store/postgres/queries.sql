@@ -1,6 +1,7 @@
 -- PostgreSQL's statements where it differs from SQLite (the rest are in
 -- ../shared.sql): row locks that skip what another session holds, batches
 -- as unnested text arrays, typed time parameters.
+--
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
 

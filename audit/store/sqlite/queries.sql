@@ -1,5 +1,6 @@
 -- SQLite's statements where it differs from PostgreSQL (the rest are in
 -- ../shared.sql). Each says where and why it differs.
+--
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
 

@@ -1,0 +1,16 @@
+// Package store keeps the audit domain in PostgreSQL or SQLite: the ledger
+// and its conditional transitions, executions and lineage, n8n's errors, the
+// outbox of alerts written in the same transaction as what they report, the
+// review queue, the counters of the overview and the background jobs'
+// leases.
+//
+// Every public method that writes opens its own transaction. Claims and
+// outcome reports are committed together (group commit): while one batch
+// commits, the next collects what has arrived, and each request gets the
+// answer it would have got alone.
+//
+// The store's statements are named, in shared.sql where both databases agree
+// and in each driver's queries.sql where they differ; what else differs
+// between the databases is behind driver.Driver, with one implementation per
+// database (packages postgres and sqlite).
+package store
