@@ -12,6 +12,7 @@ const (
 	N8NErrorUnknown   = "unknown_shape"      // a payload the service does not recognise
 	N8NErrorTest      = "test_payload"       // the editor's sample, not an incident
 	N8NErrorReconcile = "found_by_reconcile" // n8n lists it as failed; no error reached the intake
+	N8NErrorHook      = "found_by_hook"      // n8n's execution hooks reported the failure
 )
 
 const (

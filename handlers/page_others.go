@@ -92,7 +92,7 @@ func (h *Handler) errorsPage(c *gin.Context) {
 	ctx := c.Request.Context()
 	kind := c.Query("kind")
 	switch kind {
-	case "", audit.N8NErrorExecution, audit.N8NErrorTrigger, audit.N8NErrorUnknown, audit.N8NErrorTest, audit.N8NErrorReconcile:
+	case "", audit.N8NErrorExecution, audit.N8NErrorTrigger, audit.N8NErrorUnknown, audit.N8NErrorTest, audit.N8NErrorReconcile, audit.N8NErrorHook:
 	default:
 		h.pageError(c, http.StatusUnprocessableEntity, "Invalid request", "There is no kind of error called that.")
 		return

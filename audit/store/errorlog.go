@@ -44,7 +44,7 @@ func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.
 func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (audit.N8NErrorResult, error) {
 	res := audit.N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
 	chain := []string{}
-	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
+	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile || r.Kind == audit.N8NErrorHook {
 		var err error
 		chain, err = s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
 			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, URL: r.URL}, now)
@@ -284,7 +284,7 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audi
 // execution (or of an execution in its chain) to the claimed event.
 func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
 	query, args, err := sqlx.In(s.q.LinkPendingErrors,
-		audit.N8NErrorExecution, audit.N8NErrorReconcile, chain, chain)
+		audit.N8NErrorExecution, audit.N8NErrorReconcile, audit.N8NErrorHook, chain, chain)
 	if err != nil {
 		return false, &audit.Error{Code: audit.CodeInternal, Message: "bind pending errors", Err: err}
 	}

@@ -30,7 +30,7 @@ func mergeError(e audit.N8NErrorRecord, r audit.N8NErrorReport) (audit.N8NErrorR
 	switch {
 	case e.Message == "" || e.Message == audit.DefaultMessage(e.Kind, nil):
 		m.Message = cmp.Or(r.Message, e.Message)
-	case e.Kind == audit.N8NErrorReconcile && r.Kind == audit.N8NErrorExecution && r.Message != audit.DefaultMessage(r.Kind, nil) &&
+	case (e.Kind == audit.N8NErrorReconcile || e.Kind == audit.N8NErrorHook) && r.Kind == audit.N8NErrorExecution && r.Message != audit.DefaultMessage(r.Kind, nil) &&
 		!strings.Contains(e.Message, r.Message):
 		m.Message = r.Message
 	}

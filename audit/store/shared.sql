@@ -88,7 +88,7 @@ SELECT ee.acted, ee.role, COALESCE((SELECT h.decision
 -- name: LinkPendingErrors
 SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
   workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
-  payload_dropped, intake_note, source, event_id FROM n8n_errors WHERE source IS NULL AND kind IN (?, ?)
+  payload_dropped, intake_note, source, event_id FROM n8n_errors WHERE source IS NULL AND kind IN (?, ?, ?)
   AND (execution_id IN (?) OR root_execution_id IN (?)) ORDER BY id
 
 -- name: ErrorKnown

@@ -137,7 +137,7 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS r
 -- name: BatchPendingErrors
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
   SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile')
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
   AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
 
 -- name: BatchOpenThreads

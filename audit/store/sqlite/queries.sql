@@ -160,7 +160,7 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_workflow_id, j.value
 -- name: BatchPendingErrors
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
   SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile')
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
   AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
