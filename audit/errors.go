@@ -18,7 +18,11 @@ const (
 	// not hold the entry; Holder names the one that does.
 	CodeNotHolder   Code = "not_holder"
 	CodeUnavailable Code = "unavailable"
-	CodeInternal    Code = "internal"
+	// CodeBusy says the database is up but the request could not be
+	// decided in time: it waited for other requests (the queue, or the
+	// rows of its entries that other requests or sessions held).
+	CodeBusy     Code = "busy"
+	CodeInternal Code = "internal"
 )
 
 // Error is a domain error. Fields names each invalid input field with what is

@@ -38,6 +38,8 @@ func status(code audit.Code) (int, string) {
 		return http.StatusConflict, "not_holder"
 	case audit.CodeUnavailable:
 		return http.StatusServiceUnavailable, "unavailable"
+	case audit.CodeBusy:
+		return http.StatusServiceUnavailable, "busy"
 	}
 	return http.StatusInternalServerError, "internal"
 }
@@ -49,12 +51,20 @@ func (h *Handler) fail(c *gin.Context, err error) {
 	code, name := status(audit.ErrorCode(err))
 	d := apiErrorDetail{Code: name}
 	switch {
-	case code == http.StatusServiceUnavailable && errors.Is(err, audit.ErrLocked):
-		// Another session (n8n's Postgres node, a person's psql) holds the
-		// entry's row: this key waits, the others do not.
+	case name == "busy" && errors.Is(err, audit.ErrLocked):
+		// Another session (n8n's Postgres node, a person's psql, another
+		// instance's batch) holds the entry's row: this key waits, the
+		// others do not.
 		c.Header("Retry-After", "2")
 		d.Message = "the entry's row is locked by another database session; nothing was recorded, try again"
 		h.log.Warn("row locked", "route", c.FullPath(), "err", err)
+	case name == "busy":
+		// The database is up: the request waited for others (the queue,
+		// their rows) past what it may wait.
+		c.Header("Retry-After", "1")
+		d.Message = "the service is busy: this request waited for other requests past its deadline " +
+			"(the database is up); nothing was recorded, try again"
+		h.log.Warn("busy", "route", c.FullPath(), "err", err)
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "5")
 		d.Message = "the database is unavailable; nothing was recorded, try again"

@@ -36,8 +36,8 @@ type job[Req, Res any] struct {
 	res    Res
 	err    error
 	after  func() // run after commit, for what the request set in motion (a wake-up)
-	// again asks for the job to be run in a batch of its own after this
-	// one commits, prepared anew: it depends on what this batch decides.
+	// again asks for the request to be prepared anew and queued again
+	// once this batch has committed: it depends on what the batch decided.
 	again bool
 	// relock: this run set the job aside, another database session holding
 	// its entry's row (see setAside); lockedAt: when a run first did.
@@ -65,8 +65,9 @@ type batcher[Req, Res any] struct {
 	// run executes a batch in tx. It sets each job's res or err; an error
 	// it returns fails the batch, which is then run again one by one.
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
-	// prepare readies a job sent again (outside any transaction).
-	prepare func(ctx context.Context, j *job[Req, Res])
+	// prepare readies a request sent again, in its caller's goroutine
+	// and outside any transaction: it learns what the batch asked for.
+	prepare func(ctx context.Context, req Req) Req
 	// key names the entry a request is about, for Store.busy.
 	key func(Req) string
 	wg  sync.WaitGroup
@@ -84,45 +85,68 @@ func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 
 // do queues a request and waits for its answer. A request that cannot be
 // queued, or waits too long to start, is shed with ErrOverloaded; one whose
-// caller gives up before it starts is never run.
+// caller gives up before it starts is never run. A batch may send a request
+// back to be prepared anew (its lineage learned from n8n, against what the
+// batch decided): that happens here, in the caller's goroutine, with the
+// caller's deadline, never in a worker and never counted against the queue
+// wait; the request then queues afresh.
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	for round := 0; ; round++ {
+		j, err := b.once(ctx, req)
+		if err != nil || !j.again {
+			return j.res, err
+		}
+		if round == maxRounds {
+			var zero Res
+			return zero, &audit.Error{Code: audit.CodeBusy, Message: fmt.Sprintf(
+				"%s: not decided in %d rounds: other requests of the same entry kept changing it", b.name, maxRounds),
+				Err: audit.ErrOverloaded}
+		}
+		req = b.prepare(ctx, j.req)
+	}
+}
+
+// maxRounds bounds how often one request is sent back to be prepared anew.
+// A round is sent back only when a request before it in its batch changed
+// the entry (a new holder): each round settles one such change.
+const maxRounds = 8
+
+// once queues a request once and waits for the batch that runs it.
+func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], error) {
 	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{})}
-	var zero Res
 	closed := &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the store is closed"}
 	if b.s.closing.Err() != nil {
-		return zero, closed
+		return j, closed
 	}
 	if b.late() {
 		b.s.metrics.Shed(b.name)
-		return zero, &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the queue is longer than can start in time",
+		return j, &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is longer than can start in time",
 			Err: audit.ErrOverloaded}
 	}
 	select {
 	case b.queue <- j:
 	default:
 		b.s.metrics.Shed(b.name)
-		return zero, &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
+		return j, &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
 	}
 	select {
 	case <-j.done:
-		if j.err == nil && j.after != nil {
-			j.after()
-		}
-		return j.res, j.err
 	case <-ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return zero, b.s.dbError(b.name+": waiting for a batch", ctx.Err())
+			return j, b.s.dbError(b.name+": waiting for a batch", ctx.Err())
 		}
 		<-j.done // it runs now: its answer is the truth, give it
-		return j.res, j.err
 	case <-b.s.closing.Done():
 		// No worker takes it any more (one that took it finishes it).
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return zero, closed
+			return j, closed
 		}
 		<-j.done
-		return j.res, j.err
 	}
+	if j.err == nil && !j.again && j.after != nil {
+		j.after()
+	}
+	return j, j.err
 }
 
 // late reports that the requests queued already would take longer than
@@ -192,7 +216,7 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 			close(j.done) // abandoned by its caller
 		case now.Sub(j.queued) > b.cfg.Wait:
 			b.s.metrics.Shed(b.name)
-			j.err = &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": waited too long for a batch", Err: audit.ErrOverloaded}
+			j.err = &audit.Error{Code: audit.CodeBusy, Message: b.name + ": waited too long for a batch", Err: audit.ErrOverloaded}
 			close(j.done)
 		default:
 			live = append(live, j)
@@ -219,27 +243,12 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	}
 	release()
 	b.s.metrics.Batched(b.name, len(live))
-	var again []*job[Req, Res]
 	for _, j := range live {
-		switch {
-		case j.relock:
+		if j.relock {
 			b.later(j)
-		case j.again:
-			again = append(again, j)
-		default:
-			close(j.done)
+			continue
 		}
-	}
-	if len(again) > 0 {
-		for _, j := range again {
-			j.again = false
-			j.state.Store(jobQueued)
-			j.queued = now
-			if b.prepare != nil {
-				b.prepare(j.ctx, j)
-			}
-		}
-		b.execute(again)
+		close(j.done) // a job sent again is prepared anew by its caller (do)
 	}
 }
 
@@ -261,7 +270,7 @@ func (b *batcher[Req, Res]) setAside(jobs []*job[Req, Res], locked func(Req) boo
 		case j.lockedAt.IsZero():
 			j.lockedAt, j.relock = now, true
 		case now.Sub(j.lockedAt) >= b.cfg.Wait:
-			j.err = &audit.Error{Code: audit.CodeUnavailable, Message: fmt.Sprintf("%s: not decided within %s", b.name, b.cfg.Wait),
+			j.err = &audit.Error{Code: audit.CodeBusy, Message: fmt.Sprintf("%s: not decided within %s", b.name, b.cfg.Wait),
 				Err: audit.ErrLocked}
 		default:
 			j.relock = true
@@ -284,7 +293,7 @@ func (b *batcher[Req, Res]) later(j *job[Req, Res]) {
 		case b.queue <- j:
 		default:
 			b.s.metrics.Shed(b.name)
-			j.err = &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
+			j.err = &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
 			close(j.done)
 		}
 	})

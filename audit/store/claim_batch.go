@@ -33,6 +33,15 @@ func (s *Store) claimInput(ctx context.Context, req audit.ClaimRequest) claimInp
 
 type claimJob = job[claimInput, audit.ClaimResult]
 
+// prepareClaim learns a claim's lineage anew, for a batch that sent it back.
+func (s *Store) prepareClaim(ctx context.Context, c claimInput) claimInput {
+	r := c.req
+	c.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
+		ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
+	c.learned = true
+	return c
+}
+
 // batchEntry is an entry as a batch statement returned it.
 type batchEntry struct {
 	Source  string `db:"source"`
@@ -86,7 +95,8 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		// (n8n's API, a retry_of to check, what n8n told us of it before),
 		// it goes again, its lineage learned anew, once this batch has
 		// committed.
-		if later[k] || len(byKey[k]) > 0 && (s.lookup != nil || j.req.req.RetryOf != "" || known[j.req.req.ExecutionID]) {
+		if later[k] || len(byKey[k]) > 0 && !j.req.lin.complete &&
+			(s.lookup != nil || j.req.req.RetryOf != "" || known[j.req.req.ExecutionID]) {
 			j.again, later[k] = true, true // and every claim of the event after it
 			continue
 		}

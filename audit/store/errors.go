@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store/driver"
@@ -24,8 +25,13 @@ func (s *Store) dbError(op string, err error) error {
 	class := s.drv.Classify(err)
 	switch {
 	case class == driver.Locked:
-		return &audit.Error{Code: audit.CodeUnavailable, Message: op + ": " + audit.ErrLocked.Error() + " (for longer than the lock timeout)",
+		return &audit.Error{Code: audit.CodeBusy, Message: op + ": " + audit.ErrLocked.Error() + " (for longer than the lock timeout)",
 			Err: errors.Join(audit.ErrLocked, err)}
+	case errors.Is(err, context.DeadlineExceeded) && s.answered():
+		// The database answers others: this request waited for other
+		// requests (their rows, the queue) until its deadline.
+		return &audit.Error{Code: audit.CodeBusy, Message: op + ": waited past the request's deadline for other " +
+			"requests of the same entries; the database answers", Err: err}
 	case class == driver.Unavailable || unavailable(err):
 		return &audit.Error{Code: audit.CodeUnavailable, Message: op, Err: err}
 	case class == driver.Refused:
@@ -52,6 +58,16 @@ func unavailable(err error) bool {
 	// database/sql reports a closed pool with an unexported error.
 	return strings.Contains(err.Error(), "sql: database is closed")
 }
+
+// answered reports whether the database committed a transaction lately:
+// a deadline met meanwhile is contention, not an outage.
+func (s *Store) answered() bool {
+	return time.Since(time.Unix(0, s.lastCommit.Load())) < answeredWithin
+}
+
+// answeredWithin is how recent a commit must be for the database to count
+// as answering.
+const answeredWithin = 5 * time.Second
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 

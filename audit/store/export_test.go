@@ -22,17 +22,36 @@ func (s *Store) ClaimTogether(ctx context.Context, reqs []audit.ClaimRequest) ([
 		j := &claimJob{ctx: ctx, req: s.claimInput(ctx, req.Stored(s.redact)), queued: time.Now(), done: make(chan struct{})}
 		jobs, at = append(jobs, j), append(at, i)
 	}
-	if len(jobs) > 0 {
-		s.claims.execute(jobs)
-	}
-	for n, j := range jobs {
-		<-j.done
-		res[at[n]], errs[at[n]] = j.res, j.err
-		if j.err == nil && j.after != nil {
-			j.after()
-		}
-	}
+	together(ctx, s.claims, jobs, func(n int, j *claimJob) { res[at[n]], errs[at[n]] = j.res, j.err })
 	return res, errs
+}
+
+// together runs jobs as one batch, then what it sent back, prepared anew,
+// as the next batch, in the order given, as the requests' callers would.
+func together[Req, Res any](ctx context.Context, b *batcher[Req, Res], jobs []*job[Req, Res], answer func(int, *job[Req, Res])) {
+	at := make([]int, len(jobs))
+	for i := range at {
+		at[i] = i
+	}
+	for round := 0; len(jobs) > 0; round++ {
+		b.execute(jobs)
+		var again []*job[Req, Res]
+		var againAt []int
+		for n, j := range jobs {
+			<-j.done
+			if j.again && round < maxRounds {
+				again = append(again, &job[Req, Res]{ctx: ctx, req: b.prepare(ctx, j.req), queued: time.Now(),
+					done: make(chan struct{})})
+				againAt = append(againAt, at[n])
+				continue
+			}
+			answer(at[n], j)
+			if j.err == nil && j.after != nil {
+				j.after()
+			}
+		}
+		jobs, at = again, againAt
+	}
 }
 
 // ReportTogether runs outcome reports of events without items as one batch,
@@ -48,16 +67,7 @@ func (s *Store) ReportTogether(ctx context.Context, reqs []audit.OutcomeRequest)
 		j := &outcomeJob{ctx: ctx, req: outcomeInput{req: req}, queued: time.Now(), done: make(chan struct{})}
 		jobs, at = append(jobs, j), append(at, i)
 	}
-	if len(jobs) > 0 {
-		s.outcomes.execute(jobs)
-	}
-	for n, j := range jobs {
-		<-j.done
-		res[at[n]], errs[at[n]] = j.res, j.err
-		if j.err == nil && j.after != nil {
-			j.after()
-		}
-	}
+	together(ctx, s.outcomes, jobs, func(n int, j *outcomeJob) { res[at[n]], errs[at[n]] = j.res, j.err })
 	return res, errs
 }
 

@@ -105,6 +105,10 @@ type lineage struct {
 	mode    string
 	note    string
 	hops    []audit.N8NExecution // ancestors learned from the API, nearest first
+	// complete: the walk ended at an execution that is no retry, so the
+	// chain is whole whoever holds the entry; a batch may decide the
+	// claim after another of the same entry.
+	complete bool
 }
 
 // lineageKey names the entry whose holder a lineage lookup is about.
@@ -163,6 +167,7 @@ func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
 			}
 		}
 		if x.Mode != "retry" || x.RetryOf == "" {
+			lin.complete = true
 			if depth == 0 {
 				lin.note = fmt.Sprintf("n8n: execution %s has mode %q, it is no retry", id, x.Mode)
 			} else {

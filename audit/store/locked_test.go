@@ -38,7 +38,7 @@ func holdRow(t *testing.T, s *store.Store, source, eventID string) (release func
 // TestBatchSetsAsideLockedRows: on PostgreSQL, with the production lock
 // timeout and queue wait, a claim or an outcome report of an entry whose
 // row another session holds is set aside, tried again in later batches for
-// the queue wait, then answered unavailable (ErrLocked): never after the
+// the queue wait, then answered busy (ErrLocked): never after the
 // lock timeout. The claims batched with it are decided as usual. SQLite has
 // no row locks (one writer): there is nothing to set aside.
 func TestBatchSetsAsideLockedRows(t *testing.T) {
@@ -59,7 +59,7 @@ func TestBatchSetsAsideLockedRows(t *testing.T) {
 	})
 	took := time.Since(start) // the locked entry's answers come last
 	for _, i := range []int{1, 2} {
-		if audit.ErrorCode(errs[i]) != audit.CodeUnavailable || !errors.Is(errs[i], audit.ErrLocked) {
+		if audit.ErrorCode(errs[i]) != audit.CodeBusy || !errors.Is(errs[i], audit.ErrLocked) {
 			t.Errorf("claim %d of the locked entry: %+v, %v", i, res[i], errs[i])
 		}
 	}

@@ -23,6 +23,20 @@ type outcomeInput struct {
 
 type outcomeJob = job[outcomeInput, audit.OutcomeResult]
 
+// prepareOutcome learns a reporter's lineage anew, for a batch that sent it
+// back.
+func (s *Store) prepareOutcome(ctx context.Context, o outcomeInput) outcomeInput {
+	r := o.req
+	var items []string
+	if r.Item != "" {
+		items = []string{r.Item}
+	}
+	o.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: items,
+		ExecutionID: r.ExecutionID, Failed: true})
+	o.learned = true
+	return o
+}
+
 // outcomeBatch decides a batch of outcome reports in tx, in the order they
 // came, each in a savepoint: the batch shares one commit. A report refused
 // for what it asks writes nothing (not found, invalid) or only its evidence
@@ -44,10 +58,19 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err != nil {
 		return err
 	}
+	known, err := s.knownReporters(ctx, tx, jobs)
+	if err != nil {
+		return err
+	}
 	seen, later := map[string]bool{}, map[string]bool{}
 	for _, j := range jobs {
 		k := j.req.req.Source + "\x00" + j.req.req.EventID
-		if later[k] || seen[k] || needs[j] {
+		// A later report of an event goes again, its lineage learned anew
+		// against the holder the reports before it left, unless its
+		// lineage cannot depend on the holder: it is whole, or there is
+		// none to learn (no n8n API, and n8n never told us of it).
+		whole := j.req.learned && j.req.lin.complete || s.lookup == nil && !known[j.req.req.ExecutionID]
+		if later[k] || needs[j] || seen[k] && !whole {
 			j.again, later[k] = true, true
 			continue
 		}
@@ -73,6 +96,40 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 		}
 	}
 	return nil
+}
+
+// knownReporters returns, without n8n's API, the reporters of events
+// reported more than once in the batch that the service knows from n8n
+// (a mode or a retryOf): their lineage may make them a Retry of the holder
+// the report before them leaves.
+func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob) (map[string]bool, error) {
+	if s.lookup != nil {
+		return nil, nil
+	}
+	count := map[string]int{}
+	for _, j := range jobs {
+		count[entryKey(j.req.req.Source, j.req.req.EventID)]++
+	}
+	seen := map[string]bool{}
+	var rows [][]string
+	for _, j := range jobs {
+		if id := j.req.req.ExecutionID; count[entryKey(j.req.req.Source, j.req.req.EventID)] > 1 && !seen[id] {
+			seen[id] = true
+			rows = append(rows, []string{id})
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	var ids []string
+	if err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown, s.drv.RowArgs(1, rows)...); err != nil {
+		return nil, err
+	}
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		known[id] = true
+	}
+	return known, nil
 }
 
 func (s *Store) afterOutcome(req audit.OutcomeRequest, res audit.OutcomeResult, refused error, alerted bool) func() {

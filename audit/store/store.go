@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -94,10 +95,13 @@ type Store struct {
 	// SQLite's work on the claim path and a round trip on PostgreSQL.
 	stmts     sync.Map // string → *sqlx.Stmt
 	preparing sync.Map // string → true while a background prepare runs
-	shards    sync.Map // *sqlx.Tx → its counter shard, while it runs
-	bg        sync.WaitGroup
-	closing   context.Context
-	close     context.CancelFunc
+	// lastCommit is when a transaction last committed (UnixNano): see
+	// answered.
+	lastCommit atomic.Int64
+	shards     sync.Map // *sqlx.Tx → its counter shard, while it runs
+	bg         sync.WaitGroup
+	closing    context.Context
+	close      context.CancelFunc
 	// writer admits one write transaction at a time on SQLite, which has
 	// one writer anyway: waiting here respects the request's deadline,
 	// waiting in SQLite's busy handler sleeps.
@@ -188,22 +192,8 @@ func (s *Store) startBatching(b Batching) {
 	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
 	s.claims.key = func(c claimInput) string { return claimKey(c.req) }
 	s.outcomes.key = func(o outcomeInput) string { return entryKey(o.req.Source, o.req.EventID) }
-	s.outcomes.prepare = func(ctx context.Context, j *outcomeJob) {
-		r := j.req.req
-		var items []string
-		if r.Item != "" {
-			items = []string{r.Item}
-		}
-		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: items,
-			ExecutionID: r.ExecutionID, Failed: true})
-		j.req.learned = true
-	}
-	s.claims.prepare = func(ctx context.Context, j *claimJob) {
-		r := j.req.req
-		j.req.lin = s.learnLineage(ctx, lineageKey{Source: r.Source, EventID: r.EventID, Items: r.Items,
-			ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
-		j.req.learned = true
-	}
+	s.outcomes.prepare = s.prepareOutcome
+	s.claims.prepare = s.prepareClaim
 }
 
 // Close closes the database and releases the SQLite lock.
@@ -343,6 +333,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err != nil {
 		return s.dbError("commit", err)
 	}
+	s.lastCommit.Store(time.Now().UnixNano())
 	return nil
 }
 

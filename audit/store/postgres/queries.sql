@@ -44,7 +44,7 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::t
   INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
   SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, CAST(? AS timestamptz), CAST(? AS timestamptz)
-  FROM v WHERE true
+  FROM v WHERE true ORDER BY v_id
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
   workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
@@ -151,6 +151,7 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id)
   WHERE source = v_source AND event_id = v_event_id FOR NO KEY UPDATE SKIP LOCKED) l ON true
   WHERE l.mine IS NULL
   AND EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = v_source AND w.event_id = v_event_id)
+  ORDER BY v_source, v_event_id
 
 -- Prepares the overview's read-only snapshot: no query of the page reads more
 -- than some thousands of rows, and a parallel worker takes longer to start

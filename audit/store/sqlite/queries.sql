@@ -50,7 +50,7 @@ WITH v AS (SELECT j.value->>0 AS v_id, j.value->>1 AS v_workflow_id, j.value->>2
   INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
   SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ?, ?
-  FROM v WHERE true
+  FROM v WHERE true ORDER BY v_id
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
   workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
