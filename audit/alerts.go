@@ -14,6 +14,7 @@ const (
 	AlertFingerprint    = "fingerprint_mismatch" // one key, two different payloads
 	AlertNotHolder      = "not_holder"           // done or unknown reported by an execution that does not hold it
 	AlertNews           = "news"                 // later news in an alerted event's thread
+	AlertIDReset        = "n8n_ids_restarted"    // n8n handed out an execution id again (a restore?)
 )
 
 // Alert is what an outbox row asks to tell people. notify renders it when

@@ -27,9 +27,10 @@ func (l Links) KnownInstance(name string) bool {
 }
 
 // Instance returns the n8n instance an id the service keeps belongs to,
-// and the id that instance knows.
+// and the id that instance knows (without the count of a reused id).
 func (l Links) Instance(qid string) (instance, id string) {
-	return SplitID(qid, l.KnownInstance)
+	instance, id = SplitID(qid, l.KnownInstance)
+	return instance, N8NID(id)
 }
 
 // Event returns the audit row of an event. Both parts are escaped as path

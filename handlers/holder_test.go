@@ -169,21 +169,26 @@ func TestOneHolder(t *testing.T) {
 			}
 		})
 
-		t.Run("a lineage n8n confirms later replaces the client's", func(t *testing.T) {
+		t.Run("an Error Trigger payload's retryOf grants nothing without n8n's API", func(t *testing.T) {
 			s.claim(t, claimBody("shop", "e4", "X4"))
 			body := claimBody("shop", "e4", "Y4")
 			body["retry_of"] = "X4"
 			if out := s.claim(t, body); out["process"] != false {
 				t.Fatalf("unverified = %v", out)
 			}
-			// n8n's Error Trigger says Y4 is a Retry of X4.
+			// A payload posted with the workflows' token says Y4 is a Retry of
+			// X4: anyone holding the token can post it, and n8n's API is not
+			// there to confirm it.
 			code, _ := s.call(t, "POST", "/v1/n8n/errors", `{"execution":{"id":"Y4","retryOf":"X4","mode":"retry",
 				"error":{"message":"boom"}},"workflow":{"id":"wf1","name":"Orders to CRM"}}`)
 			if code != http.StatusAccepted {
 				t.Fatalf("error intake: %d", code)
 			}
-			if out := s.claim(t, body); out["decision"] != "held" || out["process"] != true {
-				t.Errorf("after n8n's lineage = %v", out)
+			if out := s.claim(t, body); out["decision"] != "in_progress" || out["process"] != false {
+				t.Errorf("after the payload's lineage = %v", out)
+			}
+			if code, out := s.outcome(t, outcomeBody("e4", "Y4", "done")); code != http.StatusConflict || apiErr(out)["code"] != "not_holder" {
+				t.Errorf("Y4's done moved the entry: %d %v", code, out)
 			}
 		})
 

@@ -47,6 +47,11 @@ type cached struct {
 	expires time.Time
 }
 
+// cacheFor is how long an answer is reused: the concurrent claims of one
+// burst share it, but an execution's identity is asked again after it (its
+// id may name another execution once n8n is restored from a backup).
+const cacheFor = 10 * time.Second
+
 // maxCached bounds the lookup cache; past it the cache starts over.
 const maxCached = 10000
 
@@ -111,8 +116,8 @@ func (f *flexID) UnmarshalJSON(b []byte) error {
 }
 
 // Execution looks one execution up: once per id (concurrent lookups share
-// one call), with a short timeout, and from the cache when it was seen: an
-// execution's mode and retryOf never change.
+// one call), with a short timeout, and from the cache for a few seconds
+// after it was seen.
 func (c *Client) Execution(ctx context.Context, id string) (audit.N8NExecution, error) {
 	c.mu.Lock()
 	hit, ok := c.cache[id]
@@ -128,7 +133,7 @@ func (c *Client) Execution(ctx context.Context, id string) (audit.N8NExecution, 
 		x := e.public()
 		switch {
 		case err == nil:
-			c.remember(id, cached{x: x, expires: time.Now().Add(24 * time.Hour)})
+			c.remember(id, cached{x: x, expires: time.Now().Add(cacheFor)})
 		case errors.Is(err, audit.ErrExecutionNotFound):
 			c.remember(id, cached{err: err, expires: time.Now().Add(time.Minute)})
 		}

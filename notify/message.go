@@ -182,6 +182,8 @@ func (r *Renderer) buttons(a audit.Alert, row int64) ([]button, []string) {
 		add("audit", buttonAudit, u, whereEvent)
 	case a.ErrorID != 0:
 		add("audit", buttonAudit, r.links.Error(a.ErrorID), whereEvent)
+	case a.Kind == audit.AlertIDReset:
+		add("audit", buttonAudit, r.links.Execution(a.ExecutionID), whereEvent)
 	}
 	add("n8n", buttonN8N, r.editorLink(a), whereAuditRow)
 	if a.HasEvent() && a.Kind != kindTest {

@@ -40,6 +40,8 @@ func headline(a audit.Alert, m mode) string {
 		return "One key, two different events?"
 	case audit.AlertNotHolder:
 		return "Refused report: did a second execution act?"
+	case audit.AlertIDReset:
+		return "n8n's execution ids started again"
 	case kindTest:
 		return "retryaudit test message"
 	}

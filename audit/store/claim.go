@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -55,29 +56,26 @@ type claimer struct {
 }
 
 func (c *claimer) run(ctx context.Context) (audit.ClaimResult, error) {
-	// Ancestors that n8n told us about, farthest first, so that each
-	// finds its parent recorded.
-	for i := len(c.lin.hops) - 1; i >= 0; i-- {
-		h := c.lin.hops[i]
-		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf}
-		if _, err := c.s.recordExecution(ctx, c.tx, rec, c.now); err != nil {
-			return audit.ClaimResult{}, err
-		}
+	if err := c.s.recordHops(ctx, c.tx, c.lin, c.now); err != nil {
+		return audit.ClaimResult{}, err
 	}
-	var err error
-	c.chain, err = c.s.recordExecution(ctx, c.tx, executionRecord{
+	rec, err := c.s.recordExecution(ctx, c.tx, executionRecord{
 		ID: c.req.ExecutionID, WorkflowID: c.req.WorkflowID, WorkflowName: c.req.WorkflowName,
 		RetryOf: c.lin.retryOf, ClaimedRetryOf: c.req.RetryOf, Mode: c.lin.mode, Note: c.lin.note,
+		Seen:  audit.Sighting{Kind: audit.SeenClaim, WorkflowID: c.req.WorkflowID, StartedAt: c.lin.self.startedAt()},
+		Asked: c.lin.self.tried,
 	}, c.now)
 	if err != nil {
 		return audit.ClaimResult{}, err
 	}
-	c.note = c.lin.note
+	c.chain, c.note = rec.chain, joinNotes(rec.reset, c.lin.note)
 	if len(c.chain) == 0 {
 		// Taking it for the known one would hand it that one's claim;
 		// taking it for another would give one id two holders.
-		return audit.ClaimResult{}, &audit.Error{Code: audit.CodeConflict, Message: conflictNote(c.req.ExecutionID, c.req.WorkflowID)}
+		return audit.ClaimResult{}, &audit.Error{Code: audit.CodeConflict,
+			Message: cmp.Or(rec.reset, conflictNote(c.req.ExecutionID, c.req.WorkflowID))}
 	}
+	c.req.ExecutionID = rec.id() // the execution as the service keeps it (31~2 for a reused id)
 	res := audit.ClaimResult{
 		IdempotencyKey: audit.IdempotencyKey(c.req.Source, c.req.EventID, ""),
 		LineageNote:    c.note,

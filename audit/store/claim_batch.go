@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,11 +136,18 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 	}
 	for _, j := range jobs { // what the rounds left, in the order it came
-		if undecided := j.err == nil && j.res.Decision == "" && !j.again; undecided && alone[claimKey(j.req.req)] {
-			if err := s.claimAlone(ctx, tx, j, now); err != nil {
-				return err
-			}
+		k := claimKey(j.req.req)
+		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
+			continue
 		}
+		if later[k] { // a claim before it goes again: so does it
+			j.again = true
+			continue
+		}
+		if err := s.claimAlone(ctx, tx, j, now); err != nil {
+			return err
+		}
+		later[k] = j.again
 	}
 	return nil
 }
@@ -237,10 +245,14 @@ func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now ti
 	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
 	res, err := c.run(ctx)
 	if err != nil {
-		if !refusal(err) {
+		switch {
+		case errors.Is(err, errAskN8N):
+			j.again = true // its caller asks n8n, then it comes again
+		case refusal(err):
+			j.err = err
+		default:
 			return err
 		}
-		j.err = err
 		_, err = s.exec(ctx, tx, "claim", s.q.ClaimRollback)
 		return err
 	}
@@ -279,13 +291,10 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 	if _, err := s.exec(ctx, tx, "batch", s.q.BatchSavepoint); err != nil {
 		return nil, err
 	}
-	// Executions: an id the service knows under another workflow is not
-	// this one; one with lineage walks its chain alone.
-	var known []struct {
-		ID         string `db:"execution_id"`
-		WorkflowID string `db:"workflow_id"`
-		RetryOf    string `db:"retry_of"`
-	}
+	// Executions: one the service knows goes alone when anything but its
+	// id decides whether this claim is its (a reused id, n8n's word to
+	// ask for, another workflow), or when it has lineage to walk.
+	var known []knownExecution
 	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 	if err := s.selectAll(ctx, tx, &known, "read executions", q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
 		return nil, err
@@ -293,21 +302,34 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 	var moved []*claimJob
 	byID := map[string]int{}
 	for i, k := range known {
-		byID[k.ID] = i
+		byID[k.N8NID] = i
 	}
+	workflowOf := map[string]string{} // the workflow an execution of this batch claimed with
 	live := jobs[:0:0]
 	for _, j := range jobs {
 		r := j.req.req
 		if i, ok := byID[r.ExecutionID]; ok {
 			k := known[i]
-			switch {
-			case k.WorkflowID != "" && r.WorkflowID != "" && k.WorkflowID != r.WorkflowID:
-				j.err = &audit.Error{Code: audit.CodeConflict, Message: conflictNote(r.ExecutionID, r.WorkflowID)}
-				continue
-			case k.RetryOf != "":
+			seen := audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: j.req.lin.self.startedAt()}
+			verdict, _ := audit.Judge(k.domain(), seen, now, s.maxRun)
+			if k.ID != r.ExecutionID || verdict != audit.SameExecution || k.RetryOf != "" ||
+				s.lookup != nil && !j.req.lin.self.tried && k.stale(now) {
 				moved = append(moved, j)
 				continue
 			}
+		}
+		// Two claims of one batch naming one execution id with two
+		// workflows: the second is refused, as it would be after the first.
+		if wf, ok := workflowOf[r.ExecutionID]; ok {
+			first := audit.KnownExecution{ID: r.ExecutionID, WorkflowID: wf, FirstSeen: now, LastSeen: now}
+			if verdict, why := audit.Judge(first, audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID}, now,
+				s.maxRun); verdict != audit.SameExecution {
+				j.err = &audit.Error{Code: audit.CodeConflict, Message: why}
+				continue
+			}
+		}
+		if _, ok := workflowOf[r.ExecutionID]; !ok || r.WorkflowID != "" {
+			workflowOf[r.ExecutionID] = r.WorkflowID
 		}
 		live = append(live, j)
 	}

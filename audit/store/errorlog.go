@@ -23,10 +23,25 @@ const unlinkedGrace = 30 * time.Second
 // outcome is unknown) and marks it for review.
 func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
 	r = r.Stored(s.redact)
+	var self n8nWord
+	if r.Kind == audit.N8NErrorExecution && r.ExecutionID != "" {
+		// n8n is asked before the transaction: whether the execution is
+		// the one the service knows by its id, and whether the retryOf
+		// the payload reports is n8n's.
+		self = s.askN8N(ctx, r.ExecutionID)
+	}
 	var res audit.N8NErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		now := s.now()
+		var rec recorded
+		if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
+			var err error
+			if rec, err = s.recordExecution(ctx, tx, errorExecution(r, self), now); err != nil {
+				return err
+			}
+		}
 		var err error
-		res, err = s.recordError(ctx, tx, r, s.now())
+		res, err = s.recordError(ctx, tx, r, rec, now)
 		return err
 	})
 	if err != nil {
@@ -41,21 +56,45 @@ func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.
 	return res, nil
 }
 
-func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (audit.N8NErrorResult, error) {
-	res := audit.N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
-	chain := []string{}
-	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile || r.Kind == audit.N8NErrorHook {
-		var err error
-		chain, err = s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
-			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, URL: r.URL}, now)
-		if err != nil {
-			return res, err
+// errorExecution is what an error report says of its execution. Lineage
+// counts only as n8n's word: reconciliation's (read from n8n's API), or a
+// payload's retryOf that n8n's API confirmed for that very execution (self);
+// otherwise the payload's retryOf is kept as reported, and grants nothing.
+func errorExecution(r audit.N8NErrorReport, self n8nWord) executionRecord {
+	e := executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode,
+		URL: r.URL, Seen: audit.Sighting{Kind: audit.SeenError, WorkflowID: r.WorkflowID, StartedAt: self.startedAt()},
+		Asked: self.tried}
+	switch {
+	case r.Kind == audit.N8NErrorReconcile:
+		e.RetryOf, e.Asked = r.RetryOf, true
+	case self.asked && self.err == nil:
+		e.Mode, e.RetryOf = self.x.Mode, self.x.RetryOf
+		if r.RetryOf != self.x.RetryOf {
+			e.ClaimedRetryOf = r.RetryOf
 		}
+	default:
+		e.ClaimedRetryOf = r.RetryOf
 	}
-	root := ""
-	if len(chain) > 0 {
-		root = chain[len(chain)-1]
+	return e
+}
+
+// recordError records a report whose execution rec is, as the service
+// keeps it (none for a report of no execution).
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, rec recorded, now time.Time) (audit.N8NErrorResult, error) {
+	chain := rec.chain
+	if id := rec.id(); id != "" && id != r.ExecutionID {
+		// A new execution reusing an id: its error is its own, not a
+		// duplicate of the one the old execution had.
+		if r.DedupeKey == "exec:"+r.ExecutionID {
+			r.DedupeKey = "exec:" + id
+		}
+		r.ExecutionID = id
 	}
+	if rec.reset != "" {
+		r.AddNote(rec.reset)
+	}
+	res := audit.N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
+	root := rec.root
 	arg := map[string]any{
 		"dedupe_key": r.DedupeKey, "now": s.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
 		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
@@ -76,13 +115,21 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 	if err != nil {
 		return res, err
 	}
+	if len(events) == 0 && !slices.Contains(chain, rec.root) {
+		// A retryOf n8n did not confirm links the error to the event of
+		// the lineage it names, for people to see; it makes the error no
+		// error of the holder (attachError judges by n8n's lineage).
+		if events, err = s.eventsOf(ctx, tx, []string{rec.root}); err != nil {
+			return res, err
+		}
+	}
 	if len(events) == 0 {
 		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
 	}
-	rec := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+	rec2 := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
 	for i, ev := range events {
-		if _, err := s.attachError(ctx, tx, rec, ev, i == 0, now); err != nil {
+		if _, err := s.attachError(ctx, tx, rec2, ev, i == 0, now); err != nil {
 			return res, err
 		}
 	}
@@ -188,6 +235,9 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 		why, err := s.whyNotActing(ctx, tx, ev, chain)
 		if err != nil {
 			return false, err
+		}
+		if e.RetryOf != "" && (len(chain) < 2 || audit.N8NID(chain[1]) != e.RetryOf) {
+			why += fmt.Sprintf(" (reported as a retry of %s; n8n did not confirm it)", e.RetryOf)
 		}
 		h.Message = audit.Truncate(fmt.Sprintf("%s; the entry is not affected (holder %s): %s", why, ent.Holder, e.Message), 500)
 		_, err = s.addHistory(ctx, tx, h, now)

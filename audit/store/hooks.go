@@ -43,11 +43,24 @@ func (s *Store) RecordHookReports(ctx context.Context, reports []audit.N8NHookRe
 }
 
 func (s *Store) recordHook(ctx context.Context, tx *sqlx.Tx, r audit.N8NHookReport, now time.Time) (audit.N8NHookResult, error) {
-	res := audit.N8NHookResult{ExecutionID: r.ExecutionID}
+	kind := audit.SeenHookStart
+	if r.Phase == audit.PhaseEnd {
+		kind = audit.SeenHookEnd
+	}
+	status := ""
+	if r.Phase == audit.PhaseEnd {
+		status = r.Status
+	}
+	rec, err := s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
+		WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf, Status: status, Hook: true, Asked: true,
+		Seen: audit.Sighting{Kind: kind, WorkflowID: r.WorkflowID, StartedAt: r.StartedAt}}, now)
+	if err != nil {
+		return audit.N8NHookResult{}, err
+	}
+	res := audit.N8NHookResult{ExecutionID: cmp.Or(rec.id(), r.ExecutionID), NewExecution: rec.reset != "" && rec.id() != "",
+		Note: rec.reset}
 	if !r.Failed() {
-		_, err := s.recordExecution(ctx, tx, executionRecord{ID: r.ExecutionID, WorkflowID: r.WorkflowID,
-			WorkflowName: r.WorkflowName, Mode: r.Mode, RetryOf: r.RetryOf}, now)
-		return res, err
+		return res, nil
 	}
 	msg := r.ErrorMessage
 	if msg == "" {
@@ -57,7 +70,7 @@ func (s *Store) recordHook(ctx context.Context, tx *sqlx.Tx, r audit.N8NHookRepo
 		Kind: audit.N8NErrorHook, DedupeKey: "exec:" + r.ExecutionID, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode, Node: cmp.Or(r.ErrorNode, r.LastNode),
 		Message: msg, HTTPCode: r.HTTPCode,
-	}.Stored(s.redact), now)
+	}.Stored(s.redact), rec, now)
 	if err != nil {
 		return res, err
 	}

@@ -17,61 +17,151 @@ import (
 const maxChain = 50
 
 // executionRecord is what one report says about an execution; empty fields
-// say nothing and keep what is known. RetryOf is lineage that n8n told the
-// service (its API, or an Error Trigger payload); ClaimedRetryOf is what a
-// client said, kept for the history but never trusted.
+// say nothing and keep what is known. ID and RetryOf are the ids n8n gave
+// (qualified with the instance); the store finds the execution it keeps
+// under them. RetryOf is lineage that n8n told the service (its API, its
+// hooks); ClaimedRetryOf is lineage someone reported that n8n did not
+// confirm (a client's retry_of, an Error Trigger payload's retryOf), kept
+// for the history but never trusted. Seen is what presents the id, with
+// n8n's start time when n8n said it; Asked, that n8n's API was asked about
+// it for this report (whatever it answered).
 type executionRecord struct {
 	ID, WorkflowID, WorkflowName, Mode, RetryOf, ClaimedRetryOf, URL, Note string
+	Seen                                                                   audit.Sighting
+	Asked                                                                  bool
+	// Status is n8n's status of the execution when n8n said it (its hooks,
+	// its API); Hook counts a report of n8n's execution hooks.
+	Status string
+	Hook   bool
 }
 
+// recorded is what recordExecution found out: the chain (the execution as
+// the service keeps it, then the ones it retries, nearest first, by the
+// lineage n8n confirmed; empty for an execution refused as not the one the
+// service knows) and, when the id named a new execution reusing it, why.
+type recorded struct {
+	chain []string
+	reset string
+	root  string // the root of its chain, or of the lineage reported for it
+}
+
+// id is the execution as the service keeps it; "" when refused.
+func (r recorded) id() string {
+	if len(r.chain) == 0 {
+		return ""
+	}
+	return r.chain[0]
+}
+
+// errAskN8N: the report names an execution whose identity n8n's API should
+// confirm before the store may take it for the one it knows; the caller
+// asks n8n (outside any transaction) and comes again.
+var errAskN8N = errors.New("store: ask n8n's API about the execution first")
+
+// identityRecheck is how long n8n's word on an execution's identity holds:
+// an execution id seen again later is asked about again (the API
+// configured), since n8n may have been restored meanwhile and handed the
+// id out again. The n8n client caches its answers for no longer.
+const identityRecheck = 10 * time.Second
+
 // recordExecution writes what a report says about an execution and returns
-// its chain: the execution, then the ones it retries, nearest first, by the
-// lineage n8n confirmed. The first retryOf n8n gave for an execution stays:
-// n8n never changes it.
-//
-// An execution id already known under another workflow is not the same
-// execution (a second n8n, or one whose database was reset): nothing is
-// merged into the known one, and the chain is empty, so that it holds
-// nothing and is a retry of nothing.
-func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRecord, now time.Time) ([]string, error) {
-	if e.WorkflowID != "" {
-		var known string
-		err := s.get(ctx, tx, &known, "read execution", s.q.ReadExecutionWorkflow, e.ID)
-		if err != nil && !isNoRows(err) {
-			return nil, err
-		}
-		if known != "" && known != e.WorkflowID {
-			return nil, nil
+// its chain. The execution is the one the service keeps under the id unless
+// the report shows that the id names another one now (audit.Judge): then
+// the known one is superseded, the new one kept under the id with its count
+// (31~2), and one alert per instance says that n8n's ids started again. A
+// report of an id that n8n's API should vouch for first (known, not checked
+// lately) returns errAskN8N. The first retryOf n8n gave stays: n8n never
+// changes it.
+func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRecord, now time.Time) (recorded, error) {
+	if audit.N8NID(e.ID) != e.ID {
+		// An id spelled like one the service makes (31~2) is not an id
+		// n8n gives: it names no execution of n8n's.
+		return recorded{}, nil
+	}
+	id, incarnation, reset, err := s.identify(ctx, tx, e, now)
+	if err != nil || id == "" {
+		return recorded{reset: reset}, err
+	}
+	retryOf, parent := "", ""
+	switch {
+	case e.RetryOf != "":
+		retryOf, err = s.currentID(ctx, tx, e.RetryOf)
+		parent = retryOf
+	case e.ClaimedRetryOf != "":
+		// Reported lineage roots the execution under the one it names, so
+		// that its errors link to that one's event for people to see; it
+		// grants nothing (the chain follows n8n's lineage only).
+		parent, err = s.currentID(ctx, tx, e.ClaimedRetryOf)
+	}
+	if err != nil {
+		return recorded{}, err
+	}
+	root := id
+	if parent != "" && parent != id {
+		root = parent
+		if _, err := s.namedGet(ctx, tx, &root, "read lineage",
+			s.q.ReadRootExecution, map[string]any{"id": parent}); err != nil {
+			return recorded{}, err
 		}
 	}
-	root := e.ID
-	if e.RetryOf != "" {
-		root = e.RetryOf
-		if _, err := s.namedGet(ctx, tx, &root, "read lineage",
-			s.q.ReadRootExecution, map[string]any{"id": e.RetryOf}); err != nil {
-			return nil, err
-		}
+	var started, checked, ended any
+	if !e.Seen.StartedAt.IsZero() {
+		started, checked = s.t(e.Seen.StartedAt), s.t(now)
+	}
+	if finished(e.Status) {
+		ended = s.t(now)
+	}
+	hook := 0
+	if e.Hook {
+		hook = 1
 	}
 	arg := map[string]any{
-		"id": e.ID, "workflow_id": e.WorkflowID, "workflow_name": e.WorkflowName, "mode": e.Mode,
-		"retry_of": e.RetryOf, "claimed_retry_of": e.ClaimedRetryOf, "root": root, "url": e.URL, "note": e.Note,
-		"now": s.t(now),
+		"id": id, "raw_id": e.ID, "incarnation": incarnation, "workflow_id": e.WorkflowID, "workflow_name": e.WorkflowName,
+		"mode": e.Mode, "retry_of": retryOf, "claimed_retry_of": e.ClaimedRetryOf, "root": root, "url": e.URL,
+		"note": e.Note, "now": s.t(now), "started_at": started, "checked_at": checked, "ended_at": ended,
+		"status": e.Status, "hook": hook,
 	}
-	var retryOf string
-	if _, err := s.namedGet(ctx, tx, &retryOf, "record execution", s.q.UpsertExecution, arg); err != nil {
-		return nil, err
+	var stored string
+	if _, err := s.namedGet(ctx, tx, &stored, "record execution", s.q.UpsertExecution, arg); err != nil {
+		return recorded{}, err
 	}
-	if e.RetryOf != "" && retryOf == e.RetryOf {
+	if root != id {
 		// Executions and errors seen before this link took this one for
 		// their root: move them under the real one.
 		if _, err := s.namedExec(ctx, tx, "re-root executions", s.q.ReRootExecutions, arg); err != nil {
-			return nil, err
+			return recorded{}, err
 		}
 		if _, err := s.namedExec(ctx, tx, "re-root errors", s.q.ReRootErrors, arg); err != nil {
-			return nil, err
+			return recorded{}, err
 		}
 	}
-	return s.chainFrom(ctx, tx, e.ID, retryOf)
+	chain, err := s.chainFrom(ctx, tx, id, stored)
+	return recorded{chain: chain, reset: reset, root: root}, err
+}
+
+// recordHops records the ancestors n8n's API told of, farthest first, so
+// that each finds its parent recorded.
+func (s *Store) recordHops(ctx context.Context, tx *sqlx.Tx, lin lineage, now time.Time) error {
+	for i := len(lin.hops) - 1; i >= 0; i-- {
+		h := lin.hops[i]
+		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf, Status: h.Status,
+			Seen: audit.Sighting{Kind: "api", WorkflowID: h.WorkflowID, StartedAt: h.StartedAt}, Asked: true}
+		if _, err := s.recordExecution(ctx, tx, rec, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinNotes joins the notes that are not empty.
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // conflictNote says why an execution id was not taken for the known one.
@@ -98,9 +188,12 @@ func (s *Store) chainFrom(ctx context.Context, q any, id, parent string) ([]stri
 	return chain, nil
 }
 
-// lineage is what n8n's API said about an execution that presents a key
-// another execution holds.
+// lineage is what n8n said about an execution that presents a key: of the
+// execution itself (self, asked whenever n8n's API is configured: its start
+// time tells a reused id apart), and, when another execution holds the key,
+// of its place in a retry chain.
 type lineage struct {
+	self    n8nWord
 	retryOf string // n8n's retryOf of the execution, verified
 	mode    string
 	note    string
@@ -109,6 +202,35 @@ type lineage struct {
 	// chain is whole whoever holds the entry; a batch may decide the
 	// claim after another of the same entry.
 	complete bool
+}
+
+// n8nWord is what n8n's API said of an execution, asked just now.
+type n8nWord struct {
+	tried bool // the store asked (an instance without an API answers nothing)
+	asked bool // n8n's API was asked (whatever it answered)
+	x     audit.N8NExecution
+	err   error
+}
+
+// startedAt is n8n's start time of the execution, when it said one.
+func (w n8nWord) startedAt() time.Time {
+	if !w.asked || w.err != nil {
+		return time.Time{}
+	}
+	return w.x.StartedAt
+}
+
+// askN8N asks n8n's API about an execution (through its short-lived cache);
+// the zero n8nWord when no API is configured for the execution's instance.
+func (s *Store) askN8N(ctx context.Context, id string) n8nWord {
+	if s.lookup == nil {
+		return n8nWord{}
+	}
+	x, err := s.lookup.Execution(ctx, id)
+	if errors.Is(err, audit.ErrNoAPI) {
+		return n8nWord{tried: true}
+	}
+	return n8nWord{tried: true, asked: true, x: x, err: err}
 }
 
 // lineageKey names the entry whose holder a lineage lookup is about.
@@ -123,62 +245,31 @@ type lineageKey struct {
 	Failed bool
 }
 
-// learnLineage finds out whether an execution that presents a key another
-// execution holds is a Retry of the holder (at any depth). It walks up from
-// the execution through what the service knows from n8n already, and asks
-// n8n's API for each step it does not know. It runs before the caller's
-// transaction and holds no connection while it waits; whatever n8n answers,
-// the decision is still made by the conditional statements. When n8n cannot
-// tell, or no n8n API is configured, the execution is no retry, the safe
+// learnLineage asks n8n about an execution that presents a key and, when
+// another execution holds the key, finds out whether it is a Retry of the
+// holder (at any depth). With n8n's API configured every step is asked of
+// n8n (its answers are cached for seconds, not trusted from before: ids
+// start again after a restore); without, the walk follows what n8n told
+// the service before (its hooks). It runs before the caller's transaction
+// and holds no connection while it waits; whatever n8n answers, the
+// decision is still made by the conditional statements. When n8n cannot
+// tell, or nothing n8n said is known, the execution is no retry, the safe
 // answer, and the note says why.
 func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
+	lin := lineage{self: s.askN8N(ctx, k.ExecutionID)}
+	if lin.self.asked && lin.self.err == nil {
+		// Its start time tells a reused id apart whoever holds the key;
+		// its lineage is recorded only when another execution holds it.
+		lin.complete = lin.self.x.Mode != "retry" || lin.self.x.RetryOf == ""
+	}
 	holder, err := s.otherHolder(ctx, k)
 	if err != nil || holder == "" {
-		return lineage{}
+		return lin
 	}
-	var lin lineage
-	id := k.ExecutionID
-	for depth := 0; depth < maxChain && id != holder; depth++ {
-		known, x, err := s.knownLineage(ctx, id)
-		if err != nil {
-			return lineage{note: "could not read the lineage: treated as no retry"}
-		}
-		if !known {
-			noAPI := s.lookup == nil
-			if !noAPI {
-				x, err = s.lookup.Execution(ctx, id)
-				noAPI = errors.Is(err, audit.ErrNoAPI)
-			}
-			if noAPI {
-				if k.ClaimedRetryOf != "" {
-					lin.note = fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
-						"(RETRYAUDIT_N8N_API_URL) to have retries recognised", k.ClaimedRetryOf)
-				}
-				return lin
-			}
-			if err != nil {
-				lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery", id, err)
-				break
-			}
-			if depth == 0 {
-				lin.mode, lin.retryOf = x.Mode, x.RetryOf
-			} else {
-				lin.hops = append(lin.hops, x)
-			}
-		}
-		if x.Mode != "retry" || x.RetryOf == "" {
-			lin.complete = true
-			if depth == 0 {
-				lin.note = fmt.Sprintf("n8n: execution %s has mode %q, it is no retry", id, x.Mode)
-			} else {
-				lin.note = fmt.Sprintf("n8n: execution %s retries %s, not the holder %s", k.ExecutionID, x.ID, holder)
-			}
-			break
-		}
-		if x.RetryOf == holder {
-			lin.note = fmt.Sprintf("n8n: execution %s is a retry of the holder %s", k.ExecutionID, holder)
-		}
-		id = x.RetryOf
+	if lin.self.asked {
+		s.walkN8N(ctx, k, audit.N8NID(holder), &lin)
+	} else {
+		s.walkKnown(ctx, k, holder, &lin)
 	}
 	if k.ClaimedRetryOf != "" && k.ClaimedRetryOf != lin.retryOf {
 		if known, x, _ := s.knownLineage(ctx, k.ExecutionID); !known || x.RetryOf != k.ClaimedRetryOf {
@@ -188,9 +279,92 @@ func (s *Store) learnLineage(ctx context.Context, k lineageKey) lineage {
 	return lin
 }
 
-// knownLineage returns what the service knows from n8n about an execution's
-// place in a retry chain: known is false when it knows nothing (the
-// execution is unseen, or seen only in claims).
+// walkN8N walks up the chain through n8n's API, from the execution's own
+// answer (lin.self) to the holder (as n8n names it).
+func (s *Store) walkN8N(ctx context.Context, k lineageKey, holder string, lin *lineage) {
+	w := lin.self
+	for depth := 0; depth < maxChain; depth++ {
+		if w.err != nil {
+			lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery", w.x.ID, w.err)
+			if w.x.ID == "" {
+				lin.note = fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery",
+					k.ExecutionID, w.err)
+			}
+			return
+		}
+		x := w.x
+		if depth == 0 {
+			lin.mode, lin.retryOf = x.Mode, x.RetryOf
+		} else {
+			lin.hops = append(lin.hops, x)
+		}
+		if x.Mode != "retry" || x.RetryOf == "" {
+			lin.complete = true
+			if depth == 0 {
+				lin.note = fmt.Sprintf("n8n: execution %s has mode %q, it is no retry", k.ExecutionID, x.Mode)
+			} else {
+				lin.note = fmt.Sprintf("n8n: execution %s retries %s, not the holder %s", k.ExecutionID, x.ID, holder)
+			}
+			return
+		}
+		if x.RetryOf == holder {
+			lin.note = fmt.Sprintf("n8n: execution %s is a retry of the holder %s", k.ExecutionID, holder)
+			// The holder too is asked: its start time tells whether the
+			// holder the service knows is the execution n8n means.
+			if h := s.askN8N(ctx, holder); h.asked && h.err == nil {
+				lin.hops = append(lin.hops, h.x)
+			}
+			return
+		}
+		w = s.askN8N(ctx, x.RetryOf)
+		if w.x.ID == "" {
+			w.x.ID = x.RetryOf
+		}
+	}
+}
+
+// walkKnown walks up the chain through what n8n told the service before,
+// from the execution the service now keeps under the id to the holder.
+func (s *Store) walkKnown(ctx context.Context, k lineageKey, holder string, lin *lineage) {
+	id, err := s.currentID(ctx, s.db, k.ExecutionID)
+	if err != nil {
+		lin.note = "could not read the lineage: treated as no retry"
+		return
+	}
+	for depth := 0; depth < maxChain && id != holder; depth++ {
+		known, x, err := s.knownLineage(ctx, id)
+		switch {
+		case err != nil:
+			lin.note = "could not read the lineage: treated as no retry"
+			return
+		case !known:
+			if k.ClaimedRetryOf != "" {
+				lin.note = fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
+					"(RETRYAUDIT_N8N_API_URL) or n8n's execution hooks to have retries recognised", k.ClaimedRetryOf)
+			}
+			return
+		case x.Mode == "retry" && x.RetryOf == "":
+			lin.note = fmt.Sprintf("n8n did not confirm which execution %s retries: treated as a redelivery", id)
+			return
+		case x.Mode != "retry" || x.RetryOf == "":
+			lin.complete = true
+			if depth == 0 {
+				lin.note = fmt.Sprintf("n8n: execution %s has mode %q, it is no retry", k.ExecutionID, x.Mode)
+			} else {
+				lin.note = fmt.Sprintf("n8n: execution %s retries %s, not the holder %s", k.ExecutionID, x.ID, holder)
+			}
+			return
+		case x.RetryOf == holder:
+			lin.note = fmt.Sprintf("n8n: execution %s is a retry of the holder %s", k.ExecutionID, holder)
+		}
+		id = x.RetryOf
+	}
+}
+
+// knownLineage returns what n8n told the service before about an
+// execution's place in a retry chain (id as the service keeps it): known is
+// false when it knows nothing (the execution is unseen, or seen only in
+// claims and payloads).
 func (s *Store) knownLineage(ctx context.Context, id string) (bool, audit.N8NExecution, error) {
 	var x struct {
 		RetryOf    string `db:"retry_of"`

@@ -89,10 +89,15 @@ func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (au
 // reportOutcome runs one report in tx. A refusal is returned apart from err,
 // so that the transaction commits the evidence it wrote.
 func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) (audit.OutcomeResult, error, bool, error) {
-	chain, err := s.recordReporter(ctx, tx, req, lin, now)
+	rec, err := s.recordReporter(ctx, tx, req, lin, now)
 	if err != nil {
 		return audit.OutcomeResult{}, nil, false, err
 	}
+	chain := rec.chain
+	if id := rec.id(); id != "" {
+		req.ExecutionID = id // the execution as the service keeps it (31~2 for a reused id)
+	}
+	lin.note = joinNotes(rec.reset, lin.note)
 	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
 		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.t(now)}
 	e, changed, err := s.finish(ctx, tx, req, a)
@@ -146,18 +151,16 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 }
 
 // recordReporter records what n8n said of the reporting execution and
-// returns its chain, empty for an execution that is not the one the service
-// knows by that id.
-func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) ([]string, error) {
-	for i := len(lin.hops) - 1; i >= 0; i-- {
-		h := lin.hops[i]
-		rec := executionRecord{ID: h.ID, WorkflowID: h.WorkflowID, Mode: h.Mode, RetryOf: h.RetryOf}
-		if _, err := s.recordExecution(ctx, tx, rec, now); err != nil {
-			return nil, err
-		}
+// returns what recordExecution found: its chain is empty for an execution
+// that is not the one the service knows by that id.
+func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) (recorded, error) {
+	if err := s.recordHops(ctx, tx, lin, now); err != nil {
+		return recorded{}, err
 	}
 	return s.recordExecution(ctx, tx, executionRecord{ID: req.ExecutionID, WorkflowID: req.WorkflowID,
-		Mode: lin.mode, RetryOf: lin.retryOf, Note: lin.note}, now)
+		Mode: lin.mode, RetryOf: lin.retryOf, Note: lin.note,
+		Seen:  audit.Sighting{Kind: audit.SeenOutcome, WorkflowID: req.WorkflowID, StartedAt: lin.self.startedAt()},
+		Asked: lin.self.tried}, now)
 }
 
 // finish runs the fenced transition and, when it did not match, reads the

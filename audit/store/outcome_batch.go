@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -80,10 +81,14 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 		}
 		res, refused, alerted, err := s.reportOutcome(ctx, tx, j.req.req, j.req.lin, now)
 		if err != nil {
-			if !refusal(err) {
+			switch {
+			case errors.Is(err, errAskN8N):
+				j.again, later[k] = true, true // its caller asks n8n, then it comes again
+			case refusal(err):
+				j.err = err
+			default:
 				return err
 			}
-			j.err = err
 			if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeRollback); err != nil {
 				return err
 			}

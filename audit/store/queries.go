@@ -121,6 +121,7 @@ type queries struct {
 	ReadAlertGroupsNode            string
 	ReadAlerts                     string
 	ReadChannelSlot                string
+	ReadCurrentExecution           string
 	ReadDuplicateError             string
 	ReadError                      string
 	ReadEvent                      string
@@ -196,6 +197,7 @@ type queries struct {
 	RollUp                         string
 	SaveThread                     string
 	SpaceGroupReplies              string
+	SupersedeExecution             string
 	TakeLease                      string
 	ThreadOpen                     string
 	TouchEvent                     string

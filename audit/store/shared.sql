@@ -504,9 +504,11 @@ INSERT INTO job_leases (name, owner, lease_until)
 SELECT root_execution_id FROM executions WHERE execution_id = :id
 
 -- name: UpsertExecution
-INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of,
-  claimed_retry_of, root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  VALUES (:id, :workflow_id, :workflow_name, :mode, :retry_of, :claimed_retry_of, :root, :url, :note, :now, :now)
+INSERT INTO executions (execution_id, n8n_id, incarnation, workflow_id, workflow_name, mode, retry_of,
+  claimed_retry_of, root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at, started_at, checked_at,
+  ended_at, n8n_status, hook_reports)
+  VALUES (:id, :raw_id, :incarnation, :workflow_id, :workflow_name, :mode, :retry_of, :claimed_retry_of, :root, :url,
+  :note, :now, :now, :started_at, :checked_at, :ended_at, :status, :hook)
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
   workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
@@ -515,11 +517,24 @@ INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of
   lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
   claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
   ELSE executions.claimed_retry_of END,
-  root_execution_id = CASE WHEN executions.retry_of = '' THEN excluded.root_execution_id
+  root_execution_id = CASE WHEN executions.retry_of <> '' THEN executions.root_execution_id
+  WHEN excluded.root_execution_id <> excluded.execution_id THEN excluded.root_execution_id
   ELSE executions.root_execution_id END,
   retry_of = CASE WHEN executions.retry_of = '' THEN excluded.retry_of ELSE executions.retry_of END,
+  started_at = COALESCE(executions.started_at, excluded.started_at),
+  checked_at = COALESCE(excluded.checked_at, executions.checked_at),
+  ended_at = COALESCE(executions.ended_at, excluded.ended_at),
+  n8n_status = CASE WHEN excluded.n8n_status <> '' THEN excluded.n8n_status ELSE executions.n8n_status END,
+  hook_reports = executions.hook_reports + excluded.hook_reports,
   last_seen_at = excluded.last_seen_at
   RETURNING retry_of
+
+-- name: ReadCurrentExecution
+SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, n8n_status, first_seen_at, last_seen_at, started_at,
+  ended_at, checked_at FROM executions WHERE n8n_id = :raw_id AND superseded_at IS NULL
+
+-- name: SupersedeExecution
+UPDATE executions SET superseded_at = :now WHERE execution_id = :id AND superseded_at IS NULL
 
 -- name: OtherEventHolder
 SELECT w.holder_execution_id FROM webhook_events w

@@ -41,6 +41,11 @@ type Options struct {
 	// Lookup asks n8n about executions the service has not seen; nil
 	// means no n8n API is configured.
 	Lookup audit.ExecutionLookup
+	// MaxRun is the longest an n8n execution runs, Wait nodes included
+	// (DefaultMaxRun when unset): an execution id the service last saw
+	// longer ago names a new execution that reuses it (n8n's ids start
+	// again after a restore). Negative turns the rule off.
+	MaxRun time.Duration
 	// Redactor hides credentials in what the store keeps of n8n's text;
 	// required (n8n.Redactor).
 	Redactor audit.Redactor
@@ -73,6 +78,8 @@ const (
 	// DefaultQueueWait is how long a claim or an outcome report waits to
 	// start (Batching.Wait).
 	DefaultQueueWait = 500 * time.Millisecond
+	// DefaultMaxRun is Options.MaxRun's default.
+	DefaultMaxRun = 24 * time.Hour
 )
 
 // Store is the ledger and everything kept beside it. It is safe for
@@ -84,6 +91,7 @@ type Store struct {
 	where       string // the database, for messages, without credentials
 	reviewAfter time.Duration
 	alertRepeat time.Duration
+	maxRun      time.Duration
 	lookup      audit.ExecutionLookup
 	redact      audit.Redactor
 	metrics     *metrics.Metrics
@@ -133,6 +141,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		where:       where,
 		reviewAfter: opts.ReviewAfter,
 		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
+		maxRun:      cmp.Or(opts.MaxRun, DefaultMaxRun),
 		lookup:      opts.Lookup,
 		redact:      opts.Redactor,
 		metrics:     opts.Metrics,

@@ -37,13 +37,14 @@ SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
 
 -- name: BatchReadExecutions
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
-  SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, n8n_status, first_seen_at, last_seen_at, started_at,
+  ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
 
 -- name: BatchUpsertExecutions
 WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_id, v_workflow_id, v_workflow_name, v_mode, v_claimed, v_note))
-  INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, CAST(? AS timestamptz), CAST(? AS timestamptz)
+  SELECT v_id, v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, CAST(? AS timestamptz), CAST(? AS timestamptz)
   FROM v WHERE true ORDER BY v_id
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
@@ -56,7 +57,7 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::t
 
 -- name: BatchReadKnown
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
-  SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+  SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
   AND (retry_of <> '' OR mode <> '')
 
 -- name: BatchReadHolders

@@ -41,15 +41,16 @@ SELECT count(*) FROM pragma_index_list('webhook_events') l WHERE l."unique" = 1
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchReadExecutions
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT execution_id, workflow_id, retry_of FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, n8n_status, first_seen_at, last_seen_at, started_at,
+  ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
 -- name: BatchUpsertExecutions
 WITH v AS (SELECT j.value->>0 AS v_id, j.value->>1 AS v_workflow_id, j.value->>2 AS v_workflow_name, j.value->>3 AS v_mode, j.value->>4 AS v_claimed, j.value->>5 AS v_note FROM json_each(?) AS j)
-  INSERT INTO executions (execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  SELECT v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ?, ?
+  SELECT v_id, v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ?, ?
   FROM v WHERE true ORDER BY v_id
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
@@ -63,7 +64,7 @@ WITH v AS (SELECT j.value->>0 AS v_id, j.value->>1 AS v_workflow_id, j.value->>2
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchReadKnown
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT execution_id FROM executions WHERE execution_id IN (SELECT v_id FROM v)
+  SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
   AND (retry_of <> '' OR mode <> '')
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
