@@ -276,3 +276,35 @@ func TestErrorsOfAReusedIDAreTheirOwn(t *testing.T) {
 		}
 	})
 }
+
+// TestTakeoverIsAFreshClaim: a Retry that takes an entry over starts its
+// age again: it is not stale a minute later, and resolving it failed asks
+// the confirmation that nothing runs, as for any fresh claim.
+func TestTakeoverIsAFreshClaim(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		clock := audittest.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+		n8n := &restorableN8N{execs: map[string]audit.N8NExecution{}}
+		s := audittest.Open(t, dialect, store.Options{Now: clock.Now, Lookup: n8n, ReviewAfter: 15 * time.Minute})
+		ctx := context.Background()
+		n8n.run("80", "", clock.Now())
+		claim(t, s, "order-1", "80")
+		clock.Advance(40 * time.Minute)
+		n8n.run("81", "80", clock.Now())
+		if r := claim(t, s, "order-1", "81"); r.Decision != audit.DecisionHeld {
+			t.Fatalf("81, n8n's Retry of 80: %+v", r)
+		}
+		clock.Advance(time.Minute)
+		if n, err := s.DetectStale(ctx); err != nil || n != 0 {
+			t.Errorf("a minute after the takeover, %d stale entries (%v), want 0", n, err)
+		}
+		_, err := s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: audit.StatusFailed,
+			Holder: "81", Actor: "alice"})
+		if audit.ErrorCode(err) != audit.CodeInvalid {
+			t.Errorf("resolving failed without the confirmation a minute after the takeover: %v, want refused", err)
+		}
+		ev, err := s.Event(ctx, "shop", "order-1")
+		if err != nil || ev.Status != audit.StatusProcessing || ev.NeedsReview {
+			t.Errorf("order-1: %+v, %v", ev.Event, err)
+		}
+	})
+}

@@ -675,7 +675,10 @@ UPDATE webhook_events SET status = 'processing', holder_execution_id = :holder,
   RETURNING status, holder_execution_id, item_count
 
 -- name: HoldEvent
-UPDATE webhook_events SET holder_execution_id = :holder, last_seen_at = :now
+UPDATE webhook_events SET holder_execution_id = :holder, last_seen_at = :now,
+  updated_at = CASE WHEN holder_execution_id = :holder THEN updated_at ELSE :now END,
+  review_reason = CASE WHEN holder_execution_id = :holder THEN review_reason ELSE '' END,
+  stale_alerted_at = CASE WHEN holder_execution_id = :holder THEN stale_alerted_at ELSE NULL END
   WHERE source = :source AND event_id = :event_id AND status = 'processing' AND item_count = 0
   AND holder_execution_id IN (:chain)
   RETURNING status, holder_execution_id, item_count
@@ -698,7 +701,9 @@ UPDATE event_items SET status = 'processing', holder_execution_id = :holder, upd
   RETURNING status, holder_execution_id, 0 AS item_count
 
 -- name: HoldItem
-UPDATE event_items SET holder_execution_id = :holder
+UPDATE event_items SET holder_execution_id = :holder,
+  updated_at = CASE WHEN holder_execution_id = :holder THEN updated_at ELSE :now END,
+  review_reason = CASE WHEN holder_execution_id = :holder THEN review_reason ELSE '' END
   WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'processing'
   AND holder_execution_id IN (:chain)
   RETURNING status, holder_execution_id, 0 AS item_count
