@@ -133,8 +133,8 @@ func (h *Handler) n8nLink(workflowID, executionID, reported string) n8nLink {
 
 type errorData struct {
 	audit.N8NErrorRecord
-	N8N    n8nLink
-	Event  *audit.EventKey
+	N8N   n8nLink
+	Event *audit.EventKey
 }
 
 // errorPage shows one error with its raw payload (credentials redacted at
