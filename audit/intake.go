@@ -54,6 +54,10 @@ const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replace
 // (\xff, \ud800) so that two ids that differ only there stay two.
 const NoteVisible = `bytes that are not UTF-8 and lone surrogates in the payload were written out as text (\xff, \ud800)`
 
+// NoteOneLine is the note of a report whose workflow or node name held
+// control characters, written out as text (audit.OneLine).
+const NoteOneLine = `control characters in the workflow or node name were written out as text (\n)`
+
 // AddNote adds a note, once.
 func (r *N8NErrorReport) AddNote(note string) {
 	switch {
@@ -81,7 +85,8 @@ func DefaultMessage(kind string, keys []string) string {
 
 // stored returns the report as the store keeps it, whoever built it: every
 // text valid UTF-8 without NUL; the message, the URL and the workflow's and
-// the node's names redacted.
+// the node's names redacted; the names, the mode and the HTTP code on one
+// line.
 func (r N8NErrorReport) Stored(red Redactor) N8NErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
@@ -95,5 +100,14 @@ func (r N8NErrorReport) Stored(red Redactor) N8NErrorReport {
 	}
 	r.Message, r.URL = red.RedactText(r.Message), red.RedactText(r.URL)
 	r.WorkflowName, r.Node = red.RedactText(r.WorkflowName), red.RedactText(r.Node)
+	lines := false
+	for _, f := range []*string{&r.WorkflowName, &r.Node, &r.Mode, &r.HTTPCode} {
+		one := OneLine(*f)
+		lines = lines || one != *f
+		*f = one
+	}
+	if lines {
+		r.AddNote(NoteOneLine)
+	}
 	return r
 }
