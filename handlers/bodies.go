@@ -78,7 +78,14 @@ func (h *Handler) readArrived(c *gin.Context, limit int64) ([]byte, int64, error
 		last = d
 	}
 	defer rc.SetReadDeadline(time.Time{})
-	var buf []byte
+	// A claim declares a few hundred bytes: room for them and the EOF.
+	// A declared length is believed only up to a chunk; the buffer grows
+	// with what arrives.
+	size := int64(512)
+	if n := c.Request.ContentLength; n > 0 {
+		size = min(n+1, bodyChunk, limit+1)
+	}
+	buf := make([]byte, 0, size)
 	var held int64
 	for int64(len(buf)) <= limit {
 		// The next bytes are due while the average since the start is
@@ -91,7 +98,7 @@ func (h *Handler) readArrived(c *gin.Context, limit int64) ([]byte, int64, error
 			return nil, held, err
 		}
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, bodyChunk)
+			buf = slices.Grow(buf, min(max(len(buf), 512), bodyChunk))
 		}
 		room := min(int64(cap(buf)-len(buf)), limit+1-int64(len(buf)))
 		n, err := c.Request.Body.Read(buf[len(buf) : len(buf)+int(room)])
