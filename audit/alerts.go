@@ -15,6 +15,7 @@ const (
 	AlertNotHolder      = "not_holder"           // done or unknown reported by an execution that does not hold it
 	AlertNews           = "news"                 // later news in an alerted event's thread
 	AlertIDReset        = "n8n_ids_restarted"    // n8n handed out an execution id again (a restore?)
+	AlertContradiction  = "contradiction"        // the holder's report disagrees with a person's resolution
 )
 
 // Alert is what an outbox row asks to tell people. notify renders it when

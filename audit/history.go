@@ -15,6 +15,9 @@ const (
 	// KindNotHolder is evidence: an execution that does not hold the entry
 	// reported an outcome, which moved nothing.
 	KindNotHolder = "not_holder"
+	// KindContradiction is evidence too: the holder reported an outcome
+	// that disagrees with a person's resolution.
+	KindContradiction = "contradiction"
 )
 
 // HistoryLine is one thing that happened to an event.

@@ -317,6 +317,8 @@ func historyTitle(l audit.HistoryLine) string {
 		return "Processing too long"
 	case audit.KindNotHolder:
 		return "Refused: " + l.Decision + " from an execution that does not hold the entry"
+	case audit.KindContradiction:
+		return "Contradiction: the holder reported " + l.Decision + " after a person's resolution"
 	}
 	return l.Kind
 }

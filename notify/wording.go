@@ -42,6 +42,11 @@ func headline(a audit.Alert, m mode) string {
 		return "Refused report: did a second execution act?"
 	case audit.AlertIDReset:
 		return "n8n's execution ids started again"
+	case audit.AlertContradiction:
+		if a.Decision == string(audit.OutcomeFailed) {
+			return "A report contradicts a resolution"
+		}
+		return "A report contradicts a resolution: the CRM may have the order"
 	case kindTest:
 		return "retryaudit test message"
 	}

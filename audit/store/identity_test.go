@@ -298,13 +298,69 @@ func TestTakeoverIsAFreshClaim(t *testing.T) {
 			t.Errorf("a minute after the takeover, %d stale entries (%v), want 0", n, err)
 		}
 		_, err := s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: audit.StatusFailed,
-			Holder: "81", Actor: "alice"})
-		if audit.ErrorCode(err) != audit.CodeInvalid {
-			t.Errorf("resolving failed without the confirmation a minute after the takeover: %v, want refused", err)
+			Holder: "81", Actor: "alice", Note: "n"})
+		if audit.ErrorCode(err) != audit.CodeInvalid || !strings.Contains(err.Error(), "confirm") {
+			t.Errorf("resolving failed without the confirmation a minute after the takeover: %v, want it asked", err)
 		}
 		ev, err := s.Event(ctx, "shop", "order-1")
 		if err != nil || ev.Status != audit.StatusProcessing || ev.NeedsReview {
 			t.Errorf("order-1: %+v, %v", ev.Event, err)
+		}
+	})
+}
+
+// TestContradictionIsEvidence: the holder's done after a person resolved
+// the entry failed is kept: a history line with the CRM reference, the entry
+// back in review, an alert, and the key held (a redelivery waits) until a
+// person decides again; its resend changes nothing more.
+func TestContradictionIsEvidence(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		s := audittest.Open(t, dialect, store.Options{})
+		ctx := context.Background()
+		claim(t, s, "order-1", "90")
+		if _, err := s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: audit.StatusFailed,
+			Holder: "90", Confirmed: true, Actor: "alice", Note: "nothing in the CRM"}); err != nil {
+			t.Fatal(err)
+		}
+		late := audit.OutcomeRequest{Source: "shop", EventID: "order-1", ExecutionID: "90", WorkflowID: "wf1",
+			Outcome: audit.OutcomeDone, CRMRef: "CRM-9"}
+		res, err := s.ReportOutcome(ctx, late)
+		if err != nil || !res.Changed || res.Status != audit.StatusProcessing || !res.NeedsReview {
+			t.Fatalf("the holder's late done: %+v, %v; want processing, in review", res, err)
+		}
+		if again, err := s.ReportOutcome(ctx, late); err != nil || again.Changed {
+			t.Errorf("its resend: %+v, %v; want unchanged", again, err)
+		}
+		if r := claim(t, s, "order-1", "91"); r.Process {
+			t.Errorf("a redelivery after the contradiction: %+v, want in_progress", r)
+		}
+		ev, err := s.Event(ctx, "shop", "order-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ReviewReason != "contradiction" || !ev.NeedsReview || ev.CRMRef != "CRM-9" {
+			t.Errorf("order-1: review %q, needs review %v, crm %q", ev.ReviewReason, ev.NeedsReview, ev.CRMRef)
+		}
+		lines := 0
+		for _, h := range ev.History {
+			if h.Kind == audit.KindContradiction {
+				lines++
+				if h.CRMRef != "CRM-9" || !strings.Contains(h.Message, "alice resolved the entry failed") {
+					t.Errorf("the contradiction's line: %+v", h)
+				}
+			}
+		}
+		if lines != 1 {
+			t.Errorf("%d contradiction lines, want 1", lines)
+		}
+		var alerts int
+		if err := s.DB().Get(&alerts, `SELECT COUNT(*) FROM outbox WHERE alert_kind = 'contradiction'`); err != nil || alerts != 1 {
+			t.Errorf("%d contradiction alerts (%v), want 1", alerts, err)
+		}
+		// A person decides again.
+		if _, err := s.Resolve(ctx, audit.ResolveRequest{Source: "shop", EventID: "order-1", To: audit.StatusDone,
+			Holder: "90", Actor: "alice", CRMRef: "CRM-9", Note: "found it"}); err != nil {
+			t.Errorf("resolving the contradiction: %v", err)
 		}
 	})
 }

@@ -169,11 +169,17 @@ type world struct {
 	// outcome: each is one evidence line, and one alert unless it said
 	// failed.
 	refused map[string]audit.Outcome
+	// personal: a person's resolution settled the entry last; the holder
+	// it had then may contradict it. contradicted are the contradictions
+	// kept since (by execution and outcome), contradictions all of them.
+	personal       bool
+	contradicted   map[string]bool
+	contradictions int
 }
 
 func (m *modelStore) run(t *rapid.T) {
 	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byID: map[string]*execution{},
-		refused: map[string]audit.Outcome{}}
+		refused: map[string]audit.Outcome{}, contradicted: map[string]bool{}}
 	w.event = "e"
 	steps := rapid.IntRange(1, 24).Draw(t, "steps")
 	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "report burst", "resend report",
@@ -456,8 +462,16 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 		}
 		return
 	case audit.CodeConflict, audit.CodeNotHolder:
-		// 7: the holder's report, or its Retry's, moves a processing entry.
-		if before.Status == audit.StatusProcessing && w.mayMove(x, before) {
+		// 8: the holder contradicting a person's done is kept as
+		// evidence, once.
+		if code == audit.CodeConflict && w.personal && w.status == audit.StatusDone && before.HolderExecutionID == x.id &&
+			req.Outcome != audit.OutcomeDone && !w.contradicted[x.id+" "+string(req.Outcome)] {
+			w.contradicted[x.id+" "+string(req.Outcome)] = true
+			w.contradictions++
+		}
+		// 7: the holder's report, or its Retry's, moves a processing entry,
+		// unless it waits for a person after a contradiction.
+		if before.Status == audit.StatusProcessing && w.mayMove(x, before) && before.ReviewReason != "contradiction" {
 			w.t.Fatalf("%s's %s was refused (%v), but it may move the entry %s holds", x.id, req.Outcome, err,
 				before.HolderExecutionID)
 		}
@@ -480,6 +494,17 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 		w.answered("report by "+x.id, res.Status)
 		return
 	}
+	// 8: the holder contradicting a person's failed puts the entry back
+	// to processing, held by it, waiting for a person.
+	if w.personal && w.status == audit.StatusFailed && before.HolderExecutionID == x.id && req.Outcome != audit.OutcomeFailed {
+		if !res.NeedsReview || res.Status != audit.StatusProcessing {
+			w.t.Fatalf("%s contradicted a person's failed with %s: %+v, want processing in review", x.id, req.Outcome, res)
+		}
+		w.contradicted[x.id+" "+string(req.Outcome)] = true
+		w.contradictions++
+		w.status, w.holding, w.lastRoot = audit.StatusProcessing, x.root, x.root
+		return
+	}
 	// 3 and 4.
 	switch {
 	case w.status == audit.StatusDone:
@@ -490,7 +515,7 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 		w.t.Fatalf("%s (lineage %s) moved the entry lineage %s left", x.id, x.root, w.lastRoot)
 	}
 	w.moves++
-	w.lastRoot = x.root
+	w.lastRoot, w.personal = x.root, false
 	switch req.Outcome {
 	case audit.OutcomeDone:
 		w.status, w.holding = audit.StatusDone, ""
@@ -620,7 +645,8 @@ func (w *world) resolve() {
 			w.t.Fatalf("a running entry was resolved without the confirmation")
 		}
 		w.resolved++
-		w.status, w.holding = to, ""
+		w.status, w.holding, w.personal = to, "", true
+		w.contradicted = map[string]bool{}
 	case audit.ErrorCode(err) == audit.CodeInvalid && !confirmed && !d.NeedsReview:
 	default:
 		w.t.Fatalf("resolve %s (review %v, confirmed %v): %v", to, d.NeedsReview, confirmed, err)
@@ -656,6 +682,10 @@ func (w *world) check() {
 	if count[audit.KindClaim] != w.claims || count[audit.KindOutcome] != w.moves || count[audit.KindResolution] != w.resolved {
 		w.t.Fatalf("history has %d claims, %d outcomes, %d resolutions; the answers were %d, %d, %d",
 			count[audit.KindClaim], count[audit.KindOutcome], count[audit.KindResolution], w.claims, w.moves, w.resolved)
+	}
+	if count[audit.KindContradiction] != w.contradictions {
+		w.t.Fatalf("history has %d contradiction lines; %d reports contradicted a person", count[audit.KindContradiction],
+			w.contradictions)
 	}
 	if count[audit.KindNotHolder] != len(w.refused) {
 		w.t.Fatalf("history has %d evidence lines; %d reports were refused as not_holder", count[audit.KindNotHolder],

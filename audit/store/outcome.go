@@ -11,6 +11,10 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
+// reviewContradiction is the review reason of an entry whose holder
+// contradicted a person's resolution.
+const reviewContradiction = "contradiction"
+
 // fenceArgs names the parameters of the fenced transitions.
 type fenceArgs struct {
 	Source   string   `db:"source"`
@@ -105,6 +109,18 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		return audit.OutcomeResult{}, nil, false, err
 	}
 	res := audit.OutcomeResult{Changed: changed, Status: e.Status, NeedsReview: e.Status == audit.StatusProcessing && e.ReviewReason != ""}
+	if !changed && len(chain) > 0 {
+		kept, handled, alerted, err := s.contradiction(ctx, tx, req, e, a, now)
+		if err != nil {
+			return audit.OutcomeResult{}, nil, false, err
+		}
+		if handled && (kept.Changed || e.Status == audit.StatusProcessing) {
+			return kept, nil, alerted, nil
+		}
+		if handled { // a done entry stays done: the report is refused, its evidence kept
+			return res, s.judge(req, e, chain), alerted, nil
+		}
+	}
 	if !changed {
 		refused := s.judge(req, e, chain)
 		if refused != nil && audit.ErrorCode(refused) == audit.CodeNotHolder {
@@ -218,6 +234,8 @@ func (s *Store) judge(req audit.OutcomeRequest, e finishState, chain []string) e
 		return nil
 	case holds && req.Outcome == audit.OutcomeUnknown && e.Status == audit.StatusProcessing:
 		return nil // already waiting for review
+	case holds && e.Status == audit.StatusProcessing && e.ReviewReason == reviewContradiction:
+		return nil // its contradiction of a person's resolution is kept: a person decides
 	case holds || e.Holder == "" || (len(chain) > 1 && slices.Contains(chain[1:], e.Holder)):
 		return &audit.Error{Code: audit.CodeConflict, Status: e.Status, Holder: e.Holder, Message: fmt.Sprintf(
 			"the entry is %s: %s cannot follow it (done is final; failed is left only by a new claim or a Retry)",

@@ -32,6 +32,8 @@ type queries struct {
 	ClaimRollback                  string
 	ClaimSavepoint                 string
 	ClaimSlot                      string
+	ContradictEvent                string
+	ContradictItem                 string
 	Count                          string
 	CountAlertsByKind              string
 	CountDelivery                  string
@@ -87,6 +89,7 @@ type queries struct {
 	LockEvent                      string
 	LockItemEvent                  string
 	MarkActed                      string
+	MarkContradictionForReview     string
 	MarkErrorForReview             string
 	MarkNotHolderForReview         string
 	MarkUnknownForReview           string
@@ -122,6 +125,7 @@ type queries struct {
 	ReadAlertGroupsNode            string
 	ReadAlerts                     string
 	ReadChannelSlot                string
+	ReadContradiction              string
 	ReadCurrentExecution           string
 	ReadDuplicateError             string
 	ReadError                      string

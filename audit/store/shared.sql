@@ -232,6 +232,30 @@ INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_a
   VALUES (:source, :event_id, :execution_id, 'report', :now)
   ON CONFLICT (source, event_id, execution_id) DO NOTHING
 
+-- name: ContradictEvent
+UPDATE webhook_events SET status = 'processing', review_reason = 'contradiction', updated_at = :now,
+  last_seen_at = :now, stale_alerted_at = NULL, crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+  WHERE source = :source AND event_id = :event_id AND item_count = 0 AND status = 'failed'
+  AND holder_execution_id = :reporter
+  RETURNING status, holder_execution_id, item_count, review_reason
+
+-- name: ContradictItem
+UPDATE event_items SET status = 'processing', review_reason = 'contradiction', updated_at = :now,
+  crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
+  WHERE source = :source AND event_id = :event_id AND item = :item AND status = 'failed'
+  AND holder_execution_id = :reporter
+  RETURNING status, holder_execution_id, 1 AS item_count, review_reason
+
+-- name: MarkContradictionForReview
+UPDATE webhook_events SET review_reason = 'contradiction'
+  WHERE source = :source AND event_id = :event_id AND status = 'processing'
+
+-- name: ReadContradiction
+SELECT EXISTS (SELECT 1 FROM event_history
+  WHERE source = ? AND event_id = ? AND item = ? AND kind = 'contradiction' AND execution_id = ? AND decision = ?
+  AND id > COALESCE((SELECT MAX(id) FROM event_history WHERE source = ? AND event_id = ? AND item = ?
+  AND kind = 'resolution'), 0))
+
 -- name: MarkUnknownForReview
 UPDATE webhook_events SET review_reason = 'unknown'
   WHERE source = :source AND event_id = :event_id AND status = 'processing'
@@ -721,6 +745,7 @@ UPDATE webhook_events SET status = :status, holder_execution_id = :reporter, upd
   WHERE source = :source AND event_id = :event_id AND item_count = 0
   AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
   AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
+  AND review_reason <> 'contradiction'
   RETURNING status, holder_execution_id, item_count, review_reason
 
 -- name: UnknownEvent
@@ -732,6 +757,7 @@ UPDATE webhook_events SET status = 'processing', holder_execution_id = :reporter
   AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
   AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
   OR (status = 'failed' AND holder_execution_id <> :reporter))
+  AND review_reason <> 'contradiction'
   RETURNING status, holder_execution_id, item_count, review_reason
 
 -- name: ReadFinishedEvent
@@ -744,6 +770,7 @@ UPDATE event_items SET status = :status, holder_execution_id = :reporter, update
   WHERE source = :source AND event_id = :event_id AND item = :item
   AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
   AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
+  AND review_reason <> 'contradiction'
   RETURNING status, holder_execution_id, 1 AS item_count, review_reason
 
 -- name: UnknownItem
@@ -754,6 +781,7 @@ UPDATE event_items SET status = 'processing', holder_execution_id = :reporter,
   AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
   AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
   OR (status = 'failed' AND holder_execution_id <> :reporter))
+  AND review_reason <> 'contradiction'
   RETURNING status, holder_execution_id, 1 AS item_count, review_reason
 
 -- name: ReadFinishedItem
