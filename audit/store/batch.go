@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,10 @@ type job[Req, Res any] struct {
 	// its entry's row (see setAside); lockedAt: when a run first did.
 	relock   bool
 	lockedAt time.Time
+	// seq is the job's place in the order of arrival; released marks a
+	// job its entry's set-aside queue let go (see aside).
+	seq      uint64
+	released bool
 	done     chan struct{}
 	state    atomic.Int32 // jobQueued, jobStarted, jobAbandoned
 }
@@ -71,11 +77,25 @@ type batcher[Req, Res any] struct {
 	// key names the entry a request is about, for Store.busy.
 	key func(Req) string
 	wg  sync.WaitGroup
+	seq atomic.Uint64
+	// aside holds, by entry, the jobs set aside for a row another session
+	// locked, and every job of that entry that came after them: they go
+	// on together, in the order they came (see setAside).
+	mu    sync.Mutex
+	aside map[string]*asideQueue[Req, Res]
+}
+
+// asideQueue is one entry's jobs set aside, in the order they came.
+type asideQueue[Req, Res any] struct {
+	jobs     []*job[Req, Res]
+	inflight int  // jobs let go, not decided yet
+	timer    bool // a pause is running before they go
 }
 
 func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 	run func(context.Context, *sqlx.Tx, []*job[Req, Res], time.Time) error) *batcher[Req, Res] {
-	b := &batcher[Req, Res]{s: s, name: name, cfg: cfg, queue: make(chan *job[Req, Res], cfg.Queue), run: run}
+	b := &batcher[Req, Res]{s: s, name: name, cfg: cfg, queue: make(chan *job[Req, Res], cfg.Queue), run: run,
+		aside: map[string]*asideQueue[Req, Res]{}}
 	for i := 0; i < cfg.Workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -113,7 +133,7 @@ const maxRounds = 8
 
 // once queues a request once and waits for the batch that runs it.
 func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], error) {
-	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{})}
+	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{}), seq: b.seq.Add(1)}
 	closed := &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the store is closed"}
 	if b.s.closing.Err() != nil {
 		return j, closed
@@ -213,8 +233,9 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	for _, j := range batch {
 		switch {
 		case !j.state.CompareAndSwap(jobQueued, jobStarted):
+			b.settled(j)
 			close(j.done) // abandoned by its caller
-		case now.Sub(j.queued) > b.cfg.Wait:
+		case now.Sub(j.queued) > b.cfg.Wait && !j.released:
 			b.s.metrics.Shed(b.name)
 			j.err = &audit.Error{Code: audit.CodeBusy, Message: b.name + ": waited too long for a batch", Err: audit.ErrOverloaded}
 			close(j.done)
@@ -226,6 +247,12 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		return
 	}
 	release := b.s.busy.hold(b.s.closing, b.keys(live))
+	// Past the hold, a batch of the same entries that set jobs aside has
+	// queued them: these wait behind them.
+	if live = b.behindAside(live); len(live) == 0 {
+		release()
+		return
+	}
 	err := b.inTx(live)
 	if err == nil {
 		b.learn(len(live), time.Since(now))
@@ -241,13 +268,19 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	} else if err != nil {
 		live[0].err, live[0].again, live[0].relock = err, false, false
 	}
-	release()
-	b.s.metrics.Batched(b.name, len(live))
+	var relock, decided []*job[Req, Res]
 	for _, j := range live {
 		if j.relock {
-			b.later(j)
-			continue
+			relock = append(relock, j)
+		} else {
+			decided = append(decided, j)
 		}
+	}
+	b.putAside(relock) // before the hold ends, so that the next batch of the entry sees them
+	release()
+	b.s.metrics.Batched(b.name, len(live))
+	for _, j := range decided {
+		b.settled(j)
 		close(j.done) // a job sent again is prepared anew by its caller (do)
 	}
 }
@@ -279,24 +312,108 @@ func (b *batcher[Req, Res]) setAside(jobs []*job[Req, Res], locked func(Req) boo
 	return free
 }
 
-// later queues a job set aside again once a pause has passed: as long
-// again as it has been set aside (5 ms at first), so that it is tried a
-// few times, not in a loop, the last time when Batching.Wait is over.
-func (b *batcher[Req, Res]) later(j *job[Req, Res]) {
-	j.relock = false
-	j.state.Store(jobQueued) // its caller may give up meanwhile
-	since := time.Since(j.lockedAt)
-	pause := max(min(max(5*time.Millisecond, since), b.cfg.Wait-since), 0)
-	time.AfterFunc(pause, func() {
-		j.queued = time.Now()
-		select {
-		case b.queue <- j:
-		default:
-			b.s.metrics.Shed(b.name)
-			j.err = &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
-			close(j.done)
+// behindAside takes out of a batch the jobs of entries that have jobs set
+// aside, which wait behind them (in the order they came), and returns the
+// others, and the jobs their queue let go, in the order they came.
+func (b *batcher[Req, Res]) behindAside(batch []*job[Req, Res]) []*job[Req, Res] {
+	if b.key == nil {
+		return batch
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.aside) == 0 {
+		return batch
+	}
+	out := batch[:0:0]
+	for _, j := range batch {
+		q := b.aside[b.key(j.req)]
+		if q == nil || j.released {
+			out = append(out, j)
+			continue
 		}
+		if j.lockedAt.IsZero() {
+			j.lockedAt = time.Now()
+		}
+		j.state.Store(jobQueued) // its caller may give up meanwhile
+		q.jobs = insertBySeq(q.jobs, j)
+	}
+	return out
+}
+
+// putAside queues jobs set aside behind their entry's earlier jobs, and
+// lets each entry's queue go again once a pause has passed: as long again
+// as its oldest job has been set aside (5 ms at first), so that it is tried
+// a few times, not in a loop, the last time when Batching.Wait is over.
+func (b *batcher[Req, Res]) putAside(jobs []*job[Req, Res]) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, j := range jobs {
+		j.relock, j.released = false, false
+		j.state.Store(jobQueued) // its caller may give up meanwhile
+		k := b.key(j.req)
+		q := b.aside[k]
+		if q == nil {
+			q = &asideQueue[Req, Res]{}
+			b.aside[k] = q
+		}
+		q.jobs = insertBySeq(q.jobs, j)
+		if q.inflight > 0 {
+			q.inflight--
+		}
+		b.schedule(k, q)
+	}
+}
+
+// settled notes that a job its entry's queue let go was decided; when the
+// last one is, the jobs that waited behind them go at once.
+func (b *batcher[Req, Res]) settled(j *job[Req, Res]) {
+	if !j.released || b.key == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j.released = false
+	k := b.key(j.req)
+	q := b.aside[k]
+	if q == nil {
+		return
+	}
+	q.inflight--
+	b.schedule(k, q)
+}
+
+// schedule lets an entry's queue go after its pause, when none of its jobs
+// is in flight; an empty queue is dropped. b.mu is held.
+func (b *batcher[Req, Res]) schedule(k string, q *asideQueue[Req, Res]) {
+	if q.inflight > 0 || q.timer {
+		return
+	}
+	if len(q.jobs) == 0 {
+		delete(b.aside, k)
+		return
+	}
+	since := time.Since(q.jobs[0].lockedAt)
+	pause := max(min(max(5*time.Millisecond, since), b.cfg.Wait-since), 0)
+	q.timer = true
+	time.AfterFunc(pause, func() {
+		b.mu.Lock()
+		jobs := q.jobs
+		q.jobs, q.timer, q.inflight = nil, false, len(jobs)
+		for _, j := range jobs {
+			j.released, j.queued = true, time.Now()
+		}
+		b.mu.Unlock()
+		// They run as one batch of their own, in the order they came (a
+		// batch decides an entry's jobs in its order); Store.busy keeps it
+		// from meeting the workers' batches of the same entry.
+		b.execute(jobs)
 	})
+}
+
+// insertBySeq inserts j into jobs, kept in the order of arrival.
+func insertBySeq[Req, Res any](jobs []*job[Req, Res], j *job[Req, Res]) []*job[Req, Res] {
+	i, _ := slices.BinarySearchFunc(jobs, j.seq, func(x *job[Req, Res], seq uint64) int { return cmp.Compare(x.seq, seq) })
+	return slices.Insert(jobs, i, j)
 }
 
 // keys returns the entries of jobs, for Store.busy.

@@ -143,3 +143,29 @@ func TestShedding(t *testing.T) {
 		}
 	})
 }
+
+// TestOneExecutionIDTwoWorkflowsInABatch: one batch round holds execution
+// 7 of two workflows claiming two keys. One by one, the second is refused:
+// it is not the execution 7 the service just saw. The batch answers the
+// same, so that no execution is told to act that could never report.
+func TestOneExecutionIDTwoWorkflowsInABatch(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		reqs := []audit.ClaimRequest{
+			{Source: "shop", EventID: "k1", ExecutionID: "7", WorkflowID: "wf-a"},
+			{Source: "shop", EventID: "k2", ExecutionID: "7", WorkflowID: "wf-b"},
+		}
+		batched := audittest.Open(t, dialect, store.Options{})
+		got, errs := batched.ClaimTogether(ctx, reqs)
+		alone := audittest.Open(t, dialect, store.Options{Batching: store.Batching{Off: true}})
+		for i, req := range reqs {
+			want, werr := alone.Claim(ctx, req)
+			if fmt.Sprint(got[i]) != fmt.Sprint(want) || fmt.Sprint(errs[i]) != fmt.Sprint(werr) {
+				t.Errorf("claim %d: batch %+v (%v), one by one %+v (%v)", i, got[i], errs[i], want, werr)
+			}
+		}
+		if audit.ErrorCode(errs[1]) != audit.CodeConflict {
+			t.Errorf("the second workflow's execution 7: %+v, %v; want a conflict", got[1], errs[1])
+		}
+	})
+}

@@ -34,6 +34,11 @@ func together[Req, Res any](ctx context.Context, b *batcher[Req, Res], jobs []*j
 		at[i] = i
 	}
 	for round := 0; len(jobs) > 0; round++ {
+		for _, j := range jobs {
+			if j.seq == 0 {
+				j.seq = b.seq.Add(1)
+			}
+		}
 		b.execute(jobs)
 		var again []*job[Req, Res]
 		var againAt []int

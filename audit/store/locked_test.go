@@ -124,3 +124,40 @@ func TestBatchesOfOneEntryWaitForEachOther(t *testing.T) {
 		}
 	})
 }
+
+// TestSetAsideKeepsArrivalOrder: claims of an entry whose row another
+// session holds are decided in the order they came once it is free: of
+// two redeliveries of a failed entry, the first reclaims it, every time.
+func TestSetAsideKeepsArrivalOrder(t *testing.T) {
+	ctx := context.Background()
+	s := audittest.Open(t, "postgres", store.Options{Batching: store.Batching{Wait: store.DefaultQueueWait}})
+	for round := range 20 {
+		ev := fmt.Sprint("ordered-", round)
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: ev, ExecutionID: ev + "-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: ev, ExecutionID: ev + "-1",
+			Outcome: audit.OutcomeFailed}); err != nil {
+			t.Fatal(err)
+		}
+		release := holdRow(t, s, "shop", ev)
+		var wg sync.WaitGroup
+		res := make([]audit.ClaimResult, 2)
+		errs := make([]error, 2)
+		for i, exec := range []string{ev + "-first", ev + "-second"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res[i], errs[i] = s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: ev, ExecutionID: exec})
+			}()
+			time.Sleep(20 * time.Millisecond) // the first is set aside before the second comes
+		}
+		time.Sleep(20 * time.Millisecond)
+		release()
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil || res[0].Decision != audit.DecisionReclaimed || res[1].Process {
+			t.Errorf("round %d: the first %+v (%v), the second %+v (%v); want the first to reclaim", round,
+				res[0], errs[0], res[1], errs[1])
+		}
+	}
+}
