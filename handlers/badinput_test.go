@@ -39,9 +39,10 @@ func TestBadInput(t *testing.T) {
 			{"two objects", "", "/v1/claims", `{"source":"a"} {"source":"b"}`, 400, "invalid_json", nil},
 			{"an oversized body", "", "/v1/claims", `{"source":"` + strings.Repeat("a", 5000) + `"}`, 413, "body_too_large", nil},
 			{"missing fields", "", "/v1/claims", map[string]any{}, 422, "validation_failed",
-				[]string{"source", "event_id", "execution_id"}},
+				[]string{"source", "event_id", "execution_id", "workflow_id"}},
 			{"wrong types", "", "/v1/claims", map[string]any{"source": 1, "event_id": true, "execution_id": 1.5,
-				"items": "line-1"}, 422, "validation_failed", []string{"source", "event_id", "execution_id", "items"}},
+				"items": "line-1", "workflow_id": 7.5}, 422, "validation_failed", []string{"source", "event_id", "execution_id",
+				"items", "workflow_id"}},
 			{"a source with a space", "", "/v1/claims", claimBody("my shop", "a", "1"), 422, "validation_failed",
 				[]string{"source"}},
 			{"a source too long", "", "/v1/claims", claimBody(strings.Repeat("s", 101), "a", "1"), 422,
@@ -53,13 +54,17 @@ func TestBadInput(t *testing.T) {
 			{"a newline in an event id", "", "/v1/claims", claimBody("shop", "a\nb", "1"), 422, "validation_failed",
 				[]string{"event_id"}},
 			{"a bad item", "", "/v1/claims", map[string]any{"source": "shop", "event_id": "a", "execution_id": "1",
-				"items": []any{"ok", "", map[string]any{}}}, 422, "validation_failed", []string{"items[1]", "items[2]"}},
+				"workflow_id": "wf1", "items": []any{"ok", "", map[string]any{}}}, 422, "validation_failed", []string{"items[1]", "items[2]"}},
 			{"retry_of is the execution itself", "", "/v1/claims", map[string]any{"source": "shop", "event_id": "a",
-				"execution_id": "1", "retry_of": "1"}, 422, "validation_failed", []string{"retry_of"}},
+				"execution_id": "1", "retry_of": "1", "workflow_id": "wf1"}, 422, "validation_failed", []string{"retry_of"}},
 			{"an outcome that is no outcome", "", "/v1/outcomes", map[string]any{"source": "shop", "event_id": "a",
-				"execution_id": "1", "outcome": "maybe"}, 422, "validation_failed", []string{"outcome"}},
-			{"an outcome without outcome", "", "/v1/outcomes", map[string]any{"source": "shop", "event_id": "a", "execution_id": "1"},
-				422, "validation_failed", []string{"outcome"}},
+				"execution_id": "1", "outcome": "maybe", "workflow_id": "wf1"}, 422, "validation_failed", []string{"outcome"}},
+			{"an outcome without outcome", "", "/v1/outcomes", map[string]any{"source": "shop", "event_id": "a", "execution_id": "1",
+				"workflow_id": "wf1"}, 422, "validation_failed", []string{"outcome"}},
+			{"a claim without workflow_id", "", "/v1/claims", map[string]any{"source": "shop", "event_id": "a",
+				"execution_id": "1"}, 422, "validation_failed", []string{"workflow_id"}},
+			{"an outcome without workflow_id", "", "/v1/outcomes", map[string]any{"source": "shop", "event_id": "a",
+				"execution_id": "1", "outcome": "done"}, 422, "validation_failed", []string{"workflow_id"}},
 			{"an outcome with bad JSON", "", "/v1/outcomes", `{"outcome":`, 400, "invalid_json", nil},
 			{"an unknown endpoint", "", "/v1/nope", map[string]any{}, 404, "not_found", nil},
 		}
@@ -135,7 +140,7 @@ func TestDatabaseDown(t *testing.T) {
 			store.Close()
 		}
 		for _, path := range []string{"/v1/claims", "/v1/outcomes", "/readyz"} {
-			method, body := "POST", `{"source":"shop","event_id":"during","execution_id":"2","outcome":"done"}`
+			method, body := "POST", `{"source":"shop","event_id":"during","execution_id":"2","workflow_id":"wf1","outcome":"done"}`
 			if path == "/readyz" {
 				method, body = "GET", ""
 			}

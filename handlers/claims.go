@@ -45,6 +45,7 @@ func (h *Handler) claim(c *gin.Context) {
 		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
 		DeliveryID: o.str("delivery_id"),
 	}
+	h.requireWorkflow(o, req.WorkflowID)
 	h.qualify(c, o, map[string]*string{"execution_id": &req.ExecutionID, "workflow_id": &req.WorkflowID,
 		"retry_of": &req.RetryOf})
 	if err := h.invalid(o, req.Validate); err != nil {
@@ -67,6 +68,16 @@ func (h *Handler) claim(c *gin.Context) {
 		out.Items = append(out.Items, itemClaimJSON(it))
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// requireWorkflow refuses a claim or outcome without workflow_id, unless
+// the configuration allows it: an execution is its workflow and its id.
+func (h *Handler) requireWorkflow(o *object, workflowID string) {
+	if workflowID == "" && !h.cfg.AllowNoWorkflowID {
+		if _, bad := o.errs["workflow_id"]; !bad {
+			o.errs.Add("workflow_id", "required ({{ $workflow.id }}); RETRYAUDIT_ALLOW_NO_WORKFLOW_ID=true accepts calls without it")
+		}
+	}
 }
 
 // invalid returns the type errors found while reading the body, merged

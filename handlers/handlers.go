@@ -28,6 +28,11 @@ type Config struct {
 	// an entry in Links.Instances.
 	Instances []Instance
 	MaxBody   int64 // bytes
+	// AllowNoWorkflowID takes claims and outcomes without workflow_id
+	// (RETRYAUDIT_ALLOW_NO_WORKFLOW_ID), for calls built by hand: the
+	// shipped workflows always send it, and without it the service cannot
+	// tell two executions that share an id apart.
+	AllowNoWorkflowID bool
 	// MaxErrorBody is the hard cap of an error payload: over MaxBody it is
 	// still recorded, with its payload cut; past this, only its first
 	// MaxErrorBody bytes are read.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -105,10 +106,27 @@ func (s *server) callAs(t *testing.T, auth, method, path string, body any) (int,
 	return resp.StatusCode, out
 }
 
+// withWorkflow is body with the workflow id the shipped workflow always
+// sends ("wf1"), unless it names one (or says workflow_id: null, to leave
+// it out).
+func withWorkflow(body map[string]any) map[string]any {
+	if v, ok := body["workflow_id"]; ok {
+		if v == nil {
+			out := maps.Clone(body)
+			delete(out, "workflow_id")
+			return out
+		}
+		return body
+	}
+	out := maps.Clone(body)
+	out["workflow_id"] = "wf1"
+	return out
+}
+
 // claim posts a claim and fails the test unless it is answered 200.
 func (s *server) claim(t *testing.T, body map[string]any) map[string]any {
 	t.Helper()
-	code, out := s.call(t, "POST", "/v1/claims", body)
+	code, out := s.call(t, "POST", "/v1/claims", withWorkflow(body))
 	if code != http.StatusOK {
 		t.Fatalf("claim %v: status %d: %v", body, code, out)
 	}
@@ -117,7 +135,7 @@ func (s *server) claim(t *testing.T, body map[string]any) map[string]any {
 
 func (s *server) outcome(t *testing.T, body map[string]any) (int, map[string]any) {
 	t.Helper()
-	return s.call(t, "POST", "/v1/outcomes", body)
+	return s.call(t, "POST", "/v1/outcomes", withWorkflow(body))
 }
 
 // count returns the number of rows of a table, for "nothing was written".

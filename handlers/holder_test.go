@@ -75,7 +75,8 @@ func (s *server) event(t *testing.T, source, eventID string) map[string]any {
 }
 
 func outcomeBody(eventID, execution, outcome string) map[string]any {
-	return map[string]any{"source": "shop", "event_id": eventID, "execution_id": execution, "outcome": outcome}
+	return map[string]any{"source": "shop", "event_id": eventID, "execution_id": execution, "outcome": outcome,
+		"workflow_id": "wf1"}
 }
 
 // lastOfKind returns the newest line of a kind (the API lists the newest

@@ -91,7 +91,7 @@ func TestLockedRowStarvesNothing(t *testing.T) {
 					return
 				default:
 				}
-				a := post(fmt.Sprintf(`{"source":"shop","event_id":"locked-1","execution_id":"%d"}`, 1000+seq.Add(1)))
+				a := post(fmt.Sprintf(`{"source":"shop","event_id":"locked-1","execution_id":"%d","workflow_id":"wf1"}`, 1000+seq.Add(1)))
 				mu.Lock()
 				locked = append(locked, a)
 				mu.Unlock()
@@ -104,7 +104,7 @@ func TestLockedRowStarvesNothing(t *testing.T) {
 		go func() {
 			defer clients.Done()
 			for i := range 20 {
-				a := post(fmt.Sprintf(`{"source":"shop","event_id":"free-%d-%d","execution_id":"%d"}`, c, i, 100000+c*100+i))
+				a := post(fmt.Sprintf(`{"source":"shop","event_id":"free-%d-%d","execution_id":"%d","workflow_id":"wf1"}`, c, i, 100000+c*100+i))
 				mu.Lock()
 				unrelated = append(unrelated, a)
 				mu.Unlock()

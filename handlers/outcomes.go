@@ -19,6 +19,7 @@ func (h *Handler) outcome(c *gin.Context) {
 		Outcome: audit.Outcome(o.str("outcome")), ExecutionID: o.id("execution_id"), WorkflowID: o.id("workflow_id"),
 		Reason: o.text("reason"), CRMRef: o.id("crm_ref"),
 	}
+	h.requireWorkflow(o, req.WorkflowID)
 	h.qualify(c, o, map[string]*string{"execution_id": &req.ExecutionID, "workflow_id": &req.WorkflowID})
 	if err := h.invalid(o, req.Validate); err != nil {
 		h.fail(c, err)

@@ -61,7 +61,7 @@ func (w *workload) request(kind string) request {
 				return "", "", false
 			}
 			w.reported.put(k)
-			return "/v1/outcomes", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","outcome":"done","crm_ref":"CRM-%d"}`,
+			return "/v1/outcomes", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","workflow_id":"wf1","outcome":"done","crm_ref":"CRM-%d"}`,
 				w.run, k, w.run, k, k), true
 		}
 	case "error":

@@ -22,8 +22,8 @@ func TestUnconfiguredAlertsAfterRestart(t *testing.T) {
 	vars := map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_TOKEN": "shared-token"}
 	first := startService(t, vars)
 	for _, call := range []struct{ path, body string }{
-		{"/v1/claims", `{"source":"shop","event_id":"order-unsent","execution_id":"4711"}`},
-		{"/v1/outcomes", `{"source":"shop","event_id":"order-unsent","outcome":"unknown","execution_id":"4711"}`},
+		{"/v1/claims", `{"source":"shop","event_id":"order-unsent","execution_id":"4711","workflow_id":"wf1"}`},
+		{"/v1/outcomes", `{"source":"shop","event_id":"order-unsent","outcome":"unknown","execution_id":"4711","workflow_id":"wf1"}`},
 	} {
 		if code, body := first.api(t, "POST", call.path, call.body); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", call.path, code, body)
@@ -93,8 +93,8 @@ func TestPermanentSlackErrorLoggedOnce(t *testing.T) {
 		const alerts = 6
 		for i := range alerts {
 			for _, call := range []struct{ path, body string }{
-				{"/v1/claims", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","execution_id":"%d"}`, i, i)},
-				{"/v1/outcomes", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","outcome":"unknown","execution_id":"%d"}`, i, i)},
+				{"/v1/claims", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","execution_id":"%d","workflow_id":"wf1"}`, i, i)},
+				{"/v1/outcomes", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","outcome":"unknown","execution_id":"%d","workflow_id":"wf1"}`, i, i)},
 			} {
 				if code, body := svc.api(t, "POST", call.path, call.body); code != http.StatusOK {
 					t.Fatalf("%s: %d %s", call.path, code, body)

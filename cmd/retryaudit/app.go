@@ -42,6 +42,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		SQLiteSyncNormal: cfg.SQLiteSyncNormal,
 		GaugeInterval:    cfg.MetricsInterval,
 		AlertRepeat:      cfg.AlertRepeat,
+		MaxRun:           cfg.N8NMaxRun,
 		Redactor:         n8n.Redactor{},
 	}
 	if cfg.N8NAPIURL != "" {

@@ -44,10 +44,10 @@ func TestBrowserResolve(t *testing.T) {
 	svc := startService(t, nil)
 	for _, body := range []string{
 		`{"source":"shop","event_id":"order-1042","execution_id":"4711","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
-		`{"source":"shop","event_id":"order-1042","outcome":"unknown","execution_id":"4711","reason":"CRM timed out after 30s"}`,
+		`{"source":"shop","event_id":"order-1042","outcome":"unknown","execution_id":"4711","workflow_id":"wf1","reason":"CRM timed out after 30s"}`,
 		`{"source":"shop","event_id":"order-2000","execution_id":"4800","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
 		`{"source":"shop","event_id":"order-3000","execution_id":"4900","workflow_id":"wf1","workflow_name":"Orders to CRM"}`,
-		`{"source":"shop","event_id":"order-3000","outcome":"unknown","execution_id":"4900","reason":"CRM timed out after 30s"}`,
+		`{"source":"shop","event_id":"order-3000","outcome":"unknown","execution_id":"4900","workflow_id":"wf1","reason":"CRM timed out after 30s"}`,
 	} {
 		path := "/v1/claims"
 		if strings.Contains(body, "outcome") {

@@ -211,9 +211,10 @@ type drill interface {
 	how() string
 	claim(ctx context.Context, source, event, execution string) (process bool, err error)
 	outcome(ctx context.Context, event, execution string, o audit.Outcome) error
-	// retryOf tells the service what n8n says: execution is a Retry of
-	// holder.
-	retryOf(ctx context.Context, execution, holder string) error
+	// retryOf tells the service that execution is a Retry of holder, and
+	// whether in n8n's own word (else as an Error Trigger payload does,
+	// which the service does not take for n8n's).
+	retryOf(ctx context.Context, execution, holder string) (confirmed bool, err error)
 	event(ctx context.Context, event string) (drillEvent, error)
 }
 
@@ -260,7 +261,8 @@ func (c *checker) drill(ctx context.Context, d drill, run string) {
 	c.line("drill: unknown", how+": unknown stays processing, waits for review, alert names source and event id", err)
 
 	err = c.retry(ctx, d, run)
-	c.line("drill: retry", how+": a Retry of the holder ends done with one outcome", err)
+	c.line("drill: retry", how+": a Retry of the holder n8n confirms ends done with one outcome; "+
+		"one n8n does not confirm moves nothing", err)
 }
 
 func wantProcess(process bool, err error) error {
@@ -328,10 +330,19 @@ func (c *checker) retry(ctx context.Context, d drill, run string) error {
 	if err := d.outcome(ctx, event, holder, audit.OutcomeUnknown); err != nil {
 		return err
 	}
-	if err := d.retryOf(ctx, retry, holder); err != nil {
+	confirmed, err := d.retryOf(ctx, retry, holder)
+	if err != nil {
 		return err
 	}
-	if err := d.outcome(ctx, event, retry, audit.OutcomeDone); err != nil {
+	err = d.outcome(ctx, event, retry, audit.OutcomeDone)
+	switch {
+	case !confirmed && audit.ErrorCode(err) == audit.CodeNotHolder:
+		// Over HTTP the drill can only post what an Error Trigger posts:
+		// lineage n8n did not confirm, which moves nothing.
+		return nil
+	case !confirmed && err == nil:
+		return errors.New("a Retry's done moved the entry on an Error Trigger payload's word alone (n8n never confirmed it)")
+	case err != nil:
 		return fmt.Errorf("the Retry's done: %w", err)
 	}
 	ev, err := d.event(ctx, event)
@@ -381,7 +392,7 @@ func (d *inProcess) claim(ctx context.Context, source, event, execution string) 
 	err := untilServed(ctx, func() error {
 		var err error
 		r, err = d.s.Claim(ctx, audit.ClaimRequest{Source: source, EventID: event, ExecutionID: execution,
-			WorkflowName: "retryaudit check"})
+			WorkflowID: checkWorkflow, WorkflowName: "retryaudit check"})
 		return err
 	})
 	return r.Process, err
@@ -394,7 +405,7 @@ func (d *inProcess) claim(ctx context.Context, source, event, execution string) 
 func untilServed(ctx context.Context, send func() error) error {
 	for {
 		err := send()
-		if audit.ErrorCode(err) != audit.CodeUnavailable {
+		if c := audit.ErrorCode(err); c != audit.CodeUnavailable && c != audit.CodeBusy {
 			return err
 		}
 		select {
@@ -407,15 +418,15 @@ func untilServed(ctx context.Context, send func() error) error {
 
 func (d *inProcess) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
 	_, err := d.s.ReportOutcome(ctx, audit.OutcomeRequest{Source: audit.ScratchSource, EventID: event,
-		Outcome: o, ExecutionID: execution, Reason: "retryaudit check"})
+		Outcome: o, ExecutionID: execution, WorkflowID: checkWorkflow, Reason: "retryaudit check"})
 	return err
 }
 
-func (d *inProcess) retryOf(_ context.Context, execution, holder string) error {
+func (d *inProcess) retryOf(_ context.Context, execution, holder string) (bool, error) {
 	d.n8n.mu.Lock()
 	defer d.n8n.mu.Unlock()
 	d.n8n.retries[execution] = holder
-	return nil
+	return true, nil
 }
 
 func (d *inProcess) event(ctx context.Context, event string) (drillEvent, error) {
@@ -476,17 +487,25 @@ func (d *overHTTP) call(ctx context.Context, method, path string, body any, want
 	case resp.StatusCode == http.StatusServiceUnavailable && want != http.StatusServiceUnavailable:
 		return nil, &audit.Error{Code: audit.CodeUnavailable, Message: fmt.Sprintf("%s answered 503: %v", path, out["error"])}
 	case resp.StatusCode != want:
-		return nil, fmt.Errorf("%s answered %d: %v", path, resp.StatusCode, out["error"])
+		apiErr, _ := out["error"].(map[string]any)
+		code := audit.CodeInternal
+		if c, _ := apiErr["code"].(string); c == string(audit.CodeNotHolder) || c == string(audit.CodeConflict) {
+			code = audit.Code(c)
+		}
+		return nil, &audit.Error{Code: code, Message: fmt.Sprintf("%s answered %d: %v", path, resp.StatusCode, apiErr)}
 	}
 	return out, nil
 }
+
+// checkWorkflow is the workflow id the drill's claims and outcomes name.
+const checkWorkflow = "retryaudit-check"
 
 func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (bool, error) {
 	var out map[string]any
 	err := untilServed(ctx, func() error {
 		var err error
 		out, err = d.call(ctx, http.MethodPost, "/v1/claims", map[string]any{"source": source, "event_id": event,
-			"execution_id": execution, "workflow_name": "retryaudit check"}, http.StatusOK)
+			"execution_id": execution, "workflow_id": checkWorkflow, "workflow_name": "retryaudit check"}, http.StatusOK)
 		return err
 	})
 	return out["process"] == true, err
@@ -494,19 +513,20 @@ func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (
 
 func (d *overHTTP) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
 	_, err := d.call(ctx, http.MethodPost, "/v1/outcomes", map[string]any{"source": audit.ScratchSource,
-		"event_id": event, "outcome": string(o), "execution_id": execution, "reason": "retryaudit check"}, http.StatusOK)
+		"event_id": event, "outcome": string(o), "execution_id": execution, "workflow_id": checkWorkflow,
+		"reason": "retryaudit check"}, http.StatusOK)
 	return err
 }
 
 // retryOf posts what n8n's Error Trigger sends for a failed Retry: the
 // lineage, in n8n's own words.
-func (d *overHTTP) retryOf(ctx context.Context, execution, holder string) error {
+func (d *overHTTP) retryOf(ctx context.Context, execution, holder string) (bool, error) {
 	_, err := d.call(ctx, http.MethodPost, "/v1/n8n/errors", map[string]any{
 		"execution": map[string]any{"id": execution, "retryOf": holder, "mode": "retry",
 			"error": map[string]any{"message": "retryaudit check: a drill, not an incident"}},
-		"workflow": map[string]any{"id": audit.ScratchSource, "name": "retryaudit check"},
+		"workflow": map[string]any{"id": checkWorkflow, "name": "retryaudit check"},
 	}, http.StatusAccepted)
-	return err
+	return false, err
 }
 
 func (d *overHTTP) event(ctx context.Context, event string) (drillEvent, error) {

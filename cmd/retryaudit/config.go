@@ -68,6 +68,12 @@ type config struct {
 	MaxBatch         int
 	SQLiteSyncNormal bool
 	MetricsInterval  time.Duration
+	// N8NMaxRun is the longest an n8n execution runs: an execution id unseen
+	// for longer names a new execution (n8n's ids start again after a
+	// restore).
+	N8NMaxRun time.Duration
+	// AllowNoWorkflowID takes claims and outcomes without workflow_id.
+	AllowNoWorkflowID bool
 }
 
 // minRetention is the shortest RETRYAUDIT_RETENTION allowed: senders
@@ -196,6 +202,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
 	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", store.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
+	c.N8NMaxRun = e.duration("RETRYAUDIT_N8N_MAX_RUN", store.DefaultMaxRun)
+	c.AllowNoWorkflowID = e.boolean("RETRYAUDIT_ALLOW_NO_WORKFLOW_ID")
 	switch v := strings.ToLower(e.str("RETRYAUDIT_SQLITE_SYNC", "full")); v {
 	case "full":
 	case "normal":
@@ -245,6 +253,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("configuration:\n  %s", strings.Join(e.errs, "\n  "))
 	}
 	return c, nil
+}
+
+// boolean reads true or false (1, 0, yes, no); unset is false.
+func (e *envReader) boolean(name string) bool {
+	switch v := strings.ToLower(e.str(name, "false")); v {
+	case "true", "1", "yes":
+		return true
+	case "false", "0", "no":
+		return false
+	default:
+		e.fail(name, "must be true or false, not %q", v)
+		return false
+	}
 }
 
 func (e *envReader) size(name string, def int64) int64 {

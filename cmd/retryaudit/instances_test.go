@@ -64,7 +64,7 @@ func TestTwoInstances(t *testing.T) {
 				svc := instances[(k+d)%2]
 				event, exec := fmt.Sprintf("order-%d", k), fmt.Sprintf("%d%02d", k+1, d)
 				code, body := svc.api(t, "POST", "/v1/claims",
-					fmt.Sprintf(`{"source":"shop","event_id":%q,"execution_id":%q}`, event, exec))
+					fmt.Sprintf(`{"source":"shop","event_id":%q,"execution_id":%q,"workflow_id":"wf1"}`, event, exec))
 				if code != http.StatusOK {
 					t.Errorf("claim: %d %s", code, body)
 					return

@@ -175,7 +175,7 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 				answers = append(answers, out)
 			}
 			for _, call := range []struct{ path, body string }{
-				{"/v1/outcomes", `{"source":"shop","event_id":"sec-0","execution_id":"900","outcome":"unknown",
+				{"/v1/outcomes", `{"source":"shop","event_id":"sec-0","execution_id":"900","workflow_id":"LabMainWorkflow1","outcome":"unknown",
 					"reason":"CRM timed out; retry with api_key=reason-api-key-91"}`},
 				{"/v1/n8n/errors", `{"trigger":{"mode":"trigger","error":{}},"workflow":{"id":"poll"},
 					"message":"GET https://feed.example/x?token=trigger-token-92 failed"}`},

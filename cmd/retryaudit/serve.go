@@ -59,7 +59,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	}
 	h, err := handlers.New(handlers.Config{
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, Instances: cfg.handlerInstances(),
-		MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
+		MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout, AllowNoWorkflowID: cfg.AllowNoWorkflowID,
 		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})

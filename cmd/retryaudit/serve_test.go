@@ -25,7 +25,7 @@ func TestServe(t *testing.T) {
 	const token = "s3cr3t-t0ken-never-logged"
 	metrics := freeAddr(t)
 	svc := startService(t, map[string]string{"RETRYAUDIT_TOKEN": token, "RETRYAUDIT_METRICS_ADDR": metrics})
-	if code, body := svc.api(t, "POST", "/v1/claims", `{"source":"shop","event_id":"o-1","execution_id":"1"}`); code != 200 {
+	if code, body := svc.api(t, "POST", "/v1/claims", `{"source":"shop","event_id":"o-1","execution_id":"1","workflow_id":"wf1"}`); code != 200 {
 		t.Fatalf("claim: %d %s", code, body)
 	}
 	req, _ := http.NewRequest("POST", svc.URL+"/v1/claims", strings.NewReader(`{}`))
