@@ -46,9 +46,12 @@ var hookStatuses = map[string]bool{"success": true, "error": true, "crashed": tr
 // again under its id (a waiting one resumes under the same id).
 func (r N8NHookReport) Finished() bool { return r.Phase == PhaseEnd && r.Status != "waiting" }
 
-// Failed reports an end that n8n's error workflow would be told about.
+// Failed reports an end that n8n's error workflow would be told about: an
+// error, a crash or a person stopping it, in any mode but a person's own
+// run in the editor (n8n tells the error workflow nothing of those).
 func (r N8NHookReport) Failed() bool {
-	return r.Phase == PhaseEnd && (r.Status == "error" || r.Status == "crashed")
+	return r.Phase == PhaseEnd && r.Mode != "manual" &&
+		(r.Status == "error" || r.Status == "crashed" || r.Status == "canceled")
 }
 
 // Validate checks one report; prefix names it in a call ("reports[3].").

@@ -89,6 +89,10 @@ func (c *claimer) run(ctx context.Context) (audit.ClaimResult, error) {
 		return audit.ClaimResult{}, err
 	}
 	res.Process = res.Decision.Process()
+	if c.lin.note == "" {
+		c.note = joinNotes(rec.reset, c.lin.noteFor(c.req.ExecutionID, res.Decision))
+		res.LineageNote = c.note
+	}
 	if err := c.present(ctx, &res); err != nil {
 		return audit.ClaimResult{}, err
 	}

@@ -135,19 +135,20 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			batch = slices.DeleteFunc(batch, func(j *claimJob) bool { return alone[claimKey(j.req.req)] })
 		}
 	}
-	for _, j := range jobs { // what the rounds left, in the order it came
+	asking := map[string]bool{} // events with a claim gone to ask n8n: the claims after it follow
+	for _, j := range jobs {    // what the rounds left, in the order it came
 		k := claimKey(j.req.req)
 		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
 			continue
 		}
-		if later[k] { // a claim before it goes again: so does it
+		if asking[k] {
 			j.again = true
 			continue
 		}
 		if err := s.claimAlone(ctx, tx, j, now); err != nil {
 			return err
 		}
-		later[k] = j.again
+		asking[k] = j.again
 	}
 	return nil
 }
@@ -433,7 +434,8 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		e := res[k]
 		d := decision[k]
 		cr := audit.ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
-			IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.note, Items: nil}
+			IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.noteFor(r.ExecutionID, d),
+			Items: nil}
 		cr.Delivery = audit.DeliveryRedelivery
 		if d == audit.DecisionClaimed {
 			cr.Delivery = audit.DeliveryFirst
@@ -504,7 +506,7 @@ func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, 
 		cr.FingerprintMismatch = r.Fingerprint != "" && c.Fingerprint != r.Fingerprint
 		history = append(history, []string{r.Source, r.EventID, r.ExecutionID, r.WorkflowID, r.WorkflowName, r.Node,
 			string(cr.Decision), string(cr.Delivery), string(cr.Class), string(cr.Status),
-			claimMessage(*cr, []string{r.ExecutionID}, j.req.lin.note)})
+			claimMessage(*cr, []string{r.ExecutionID}, cr.LineageNote)})
 		for _, m := range claimMetrics(*cr) {
 			metrics[[3]string{r.Source, r.WorkflowID, m}]++
 		}
@@ -576,7 +578,7 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Kind: audit.KindClaim, ExecutionID: r.ExecutionID,
 			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
 			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
-			Message: claimMessage(res, c.chain, j.req.lin.note)}
+			Message: claimMessage(res, c.chain, res.LineageNote)}
 		if err := c.follow(ctx, res, h); err != nil {
 			return nil, err
 		}

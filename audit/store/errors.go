@@ -66,8 +66,10 @@ func (s *Store) answered() bool {
 }
 
 // answeredWithin is how recent a commit must be for the database to count
-// as answering.
-const answeredWithin = 5 * time.Second
+// as answering: a database that stops answering fails new requests at once
+// (refused, reset); only those already waiting meet their deadline, and for
+// this long they are told busy.
+const answeredWithin = 30 * time.Second
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 

@@ -204,6 +204,18 @@ type lineage struct {
 	complete bool
 }
 
+// noteFor is what the claim's answer says of the lineage: what n8n said,
+// or, for an execution told to wait whose lineage was learned while nobody
+// else held the key (in a batch, before a claim ahead of it took it), what
+// n8n said of the execution itself, as the walk would have.
+func (l lineage) noteFor(id string, d audit.Decision) string {
+	if l.note != "" || d != audit.DecisionInProgress || !l.self.asked || l.self.err != nil ||
+		l.self.x.Mode == "retry" && l.self.x.RetryOf != "" {
+		return l.note
+	}
+	return fmt.Sprintf("n8n: execution %s has mode %q, it is no retry", audit.N8NID(id), l.self.x.Mode)
+}
+
 // n8nWord is what n8n's API said of an execution, asked just now.
 type n8nWord struct {
 	tried bool // the store asked (an instance without an API answers nothing)
