@@ -1,0 +1,232 @@
+package rules
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/zricethezav/gitleaks/v8/config"
+)
+
+// Span is a secret found in a text: its bytes [Start, End) and the rule
+// that found it.
+type Span struct {
+	Start, End int
+	Rule       string
+}
+
+// window is a part of the text one rule is run on; anchored, the rule's
+// anchored expression is tried at its start only.
+type window struct {
+	rule, start, end int
+	anchored         bool
+}
+
+// Find returns the secrets the rules find in text, scanning at most budget
+// bytes with the rules' regular expressions. A rule runs only at its
+// keywords (found in one pass for all rules): anchored where the keyword
+// stands in the literal its matches start with, else on the bytes around
+// the keyword that a match could span. When the work adds up to more than
+// the budget, Find stops before the first piece it cannot afford and
+// returns how far the text was checked: checked < len(text) means that the
+// rest was not looked at.
+func (s *Set) Find(text string, budget int) (spans []Span, checked int) {
+	for _, w := range s.windows(text) {
+		var ok bool
+		if spans, budget, ok = s.run(spans, text, w, budget); !ok {
+			return spans, w.start
+		}
+	}
+	return spans, len(text)
+}
+
+// windows returns, in the order of the text, the work for each rule.
+func (s *Set) windows(text string) []window {
+	lower := asciiLower(text)
+	var all []window
+	open := map[int]int{} // rule → index in all of its last unanchored window
+	tried := map[[2]int]bool{}
+	add := func(rule, start, end int) {
+		if i, ok := open[rule]; ok && all[i].end >= start {
+			all[i].end = max(all[i].end, end)
+			return
+		}
+		open[rule] = len(all)
+		all = append(all, window{rule: rule, start: start, end: end})
+	}
+	for _, r := range s.always {
+		add(r, 0, len(text))
+	}
+	for _, m := range s.trie.MatchString(lower) {
+		at, k := int(m.Pos()), int(m.Pattern())
+		kw := s.keywords[k]
+		for _, r := range s.byKeyword[k] {
+			rule := &s.rules[r]
+			offsets := rule.offsets[kw]
+			if rule.offsets == nil {
+				add(r, max(0, at-rule.before), wordEnd(text, min(len(text), at+len(kw)+rule.after)))
+				continue
+			}
+			for _, o := range offsets {
+				start := at - o
+				if start < 0 || tried[[2]int{r, start}] ||
+					rule.wordStart && start > 0 && wordByte(text[start-1]) && wordByte(text[start]) {
+					continue
+				}
+				tried[[2]int{r, start}] = true
+				all = append(all, window{rule: r, start: start, anchored: true,
+					end: wordEnd(text, min(len(text), start+rule.after))})
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b window) int { return a.start - b.start })
+	return all
+}
+
+// wordEnd moves a window's end past the token it would cut, so that a
+// longer token cut short does not look like a whole one.
+func wordEnd(text string, end int) int {
+	for limit := min(len(text), end+256); end < limit && wordByte(text[end]); end++ {
+	}
+	return end
+}
+
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '+' ||
+		c == '/' || c == '='
+}
+
+// anchoredCost is what an anchored try is charged: it fails within a few
+// bytes mostly, and reads no further than its match.
+const anchoredCost = 64
+
+// run runs one rule on one window and appends what it finds, within the
+// budget: it returns what is left of it, and false when it did not suffice.
+// A match that reaches the window's end may be longer than the window: the
+// window then doubles, up to the end of the text.
+func (s *Set) run(spans []Span, text string, w window, budget int) ([]Span, int, bool) {
+	r := &s.rules[w.rule]
+	var matches [][]int
+	for {
+		if w.anchored {
+			budget -= anchoredCost
+			if m := r.anchored.FindStringSubmatchIndex(text[w.start:w.end]); m != nil {
+				budget -= m[1]
+				matches = [][]int{m}
+			}
+		} else {
+			budget -= w.end - w.start
+			matches = r.rule.Regex.FindAllStringSubmatchIndex(text[w.start:w.end], -1)
+		}
+		if budget < 0 {
+			return spans, budget, false
+		}
+		if w.end == len(text) || len(matches) == 0 || w.start+matches[len(matches)-1][1] < w.end {
+			break
+		}
+		w.end = wordEnd(text, min(len(text), w.start+2*(w.end-w.start)))
+	}
+	part := text[w.start:w.end]
+	for _, m := range matches {
+		start, end := secretGroup(r, m)
+		if start < 0 {
+			continue
+		}
+		secret, match := part[start:end], part[m[0]:m[1]]
+		if r.rule.Entropy > 0 && entropy(secret) <= r.rule.Entropy {
+			continue
+		}
+		if s.allowed(r.rule.Allowlists, secret, match, lineOf(part, m[0], m[1])) ||
+			s.allowed(s.global, secret, match, lineOf(part, m[0], m[1])) {
+			continue
+		}
+		spans = append(spans, Span{Start: w.start + start, End: w.start + end, Rule: r.ID})
+	}
+	return spans, budget, true
+}
+
+// secretGroup picks the secret out of a match as gitleaks does: the rule's
+// group, else the first group that matched, else the whole match.
+func secretGroup(rule *Rule, m []int) (int, int) {
+	r := rule.rule
+	if r.SecretGroup > 0 && 2*r.SecretGroup+1 < len(m) {
+		return m[2*r.SecretGroup], m[2*r.SecretGroup+1]
+	}
+	for g := 1; 2*g+1 < len(m); g++ {
+		if m[2*g] >= 0 && m[2*g+1] > m[2*g] {
+			return m[2*g], m[2*g+1]
+		}
+	}
+	return m[0], m[1]
+}
+
+// allowed applies gitleaks' allowlists to a finding. An allowlist that
+// names commits or paths cannot hold for text that is no file of a
+// repository: with the AND condition it allows nothing.
+func (s *Set) allowed(lists []*config.Allowlist, secret, match, line string) bool {
+	for _, a := range lists {
+		if a.MatchCondition == config.AllowlistMatchAnd && (len(a.Commits) > 0 || len(a.Paths) > 0) {
+			continue
+		}
+		target := secret
+		switch a.RegexTarget {
+		case "match":
+			target = match
+		case "line":
+			target = line
+		}
+		if a.MatchCondition == config.AllowlistMatchAnd {
+			stop, _ := a.ContainsStopWord(secret)
+			if (len(a.Regexes) == 0 || a.RegexAllowed(target)) && (len(a.StopWords) == 0 || stop) &&
+				(len(a.Regexes) > 0 || len(a.StopWords) > 0) {
+				return true
+			}
+			continue
+		}
+		if a.RegexAllowed(target) {
+			return true
+		}
+		if stop, _ := a.ContainsStopWord(secret); stop {
+			return true
+		}
+	}
+	return false
+}
+
+func lineOf(text string, start, end int) string {
+	from := strings.LastIndexByte(text[:start], '\n') + 1
+	to := strings.IndexByte(text[end:], '\n')
+	if to < 0 {
+		return text[from:]
+	}
+	return text[from : end+to]
+}
+
+// entropy is the Shannon entropy of s in bits per byte, as gitleaks
+// computes it.
+func entropy(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	n, bits := float64(len(s)), 0.0
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			bits -= p * math.Log2(p)
+		}
+	}
+	return bits
+}
+
+// asciiLower lowers ASCII letters only, so that offsets stay those of the
+// text (the keywords are ASCII).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
