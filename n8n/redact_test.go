@@ -109,7 +109,7 @@ func TestRedactRealShapes(t *testing.T) {
 			e := at(t, v, "execution", "error")
 			e["stack"] = e["stack"].(string) + "\n    session " + s
 		}},
-		{httpNode, "a Slack token in a Code node's parameters", "xoxb-123456789-abcdefghijk", func(t *testing.T, v map[string]any, s string) {
+		{httpNode, "a Slack token in a Code node's parameters", "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", func(t *testing.T, v map[string]any, s string) {
 			at(t, v, "execution", "error", "node", "parameters")["jsonBody"] = `={"text": "hi", "channel": "C1", "t": "` + s + `"}`
 		}},
 		{httpNode, "a GitHub token in free text", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", func(t *testing.T, v map[string]any, s string) {
@@ -251,7 +251,7 @@ func TestRedactText(t *testing.T) {
 		{"X-API-Key: k-9", "X-API-Key: [redacted]"},
 		{"Cookie: a=1; sid=2", "Cookie: [redacted]"},
 		{"https://hooks.slack.com/services/T0/B0/XyZ", "https://hooks.slack.com/services/[redacted]"},
-		{"key sk-proj-abcdefghijklmnop1234 used", "key [redacted] used"},
+		{"key sk_live_4eC39HqLyjWDarjtT1zdp7dc used", "key [redacted] used"},
 		{`"auth": null, "pass": ""`, `"auth": null, "pass": ""`},
 		// What must stay.
 		{"The service was not able to process your request", "The service was not able to process your request"},

@@ -21,6 +21,11 @@ import (
 	"github.com/zricethezav/gitleaks/v8/config"
 )
 
+// GitleaksVersion is the version of gitleaks' module whose rules Default
+// runs, as go.mod pins it (a test keeps the two together). Stored text is
+// redacted again when it changes.
+const GitleaksVersion = "v8.30.1"
+
 // Skipped are the gitleaks rules this package does not run, and why.
 var Skipped = map[string]string{
 	// A name like key, token or password followed by a value: the

@@ -136,8 +136,8 @@ func (s *Set) run(spans []Span, text string, w window, budget int) ([]Span, int,
 		if r.rule.Entropy > 0 && entropy(secret) <= r.rule.Entropy {
 			continue
 		}
-		if s.allowed(r.rule.Allowlists, secret, match, lineOf(part, m[0], m[1])) ||
-			s.allowed(s.global, secret, match, lineOf(part, m[0], m[1])) {
+		if s.allowed(r.rule.Allowlists, secret, match, lineOf(part, m[0], m[1]), true) ||
+			s.allowed(s.global, secret, match, lineOf(part, m[0], m[1]), false) {
 			continue
 		}
 		spans = append(spans, Span{Start: w.start + start, End: w.start + end, Rule: r.ID})
@@ -162,8 +162,11 @@ func secretGroup(rule *Rule, m []int) (int, int) {
 
 // allowed applies gitleaks' allowlists to a finding. An allowlist that
 // names commits or paths cannot hold for text that is no file of a
-// repository: with the AND condition it allows nothing.
-func (s *Set) allowed(lists []*config.Allowlist, secret, match, line string) bool {
+// repository: with the AND condition it allows nothing. The global
+// allowlist's stop words (placeholders of documentation, such as the
+// alphabet) are not applied: what n8n sends is no documentation, and hiding
+// a placeholder costs nothing.
+func (s *Set) allowed(lists []*config.Allowlist, secret, match, line string, stopWords bool) bool {
 	for _, a := range lists {
 		if a.MatchCondition == config.AllowlistMatchAnd && (len(a.Commits) > 0 || len(a.Paths) > 0) {
 			continue
@@ -177,6 +180,7 @@ func (s *Set) allowed(lists []*config.Allowlist, secret, match, line string) boo
 		}
 		if a.MatchCondition == config.AllowlistMatchAnd {
 			stop, _ := a.ContainsStopWord(secret)
+			stop = stop && stopWords
 			if (len(a.Regexes) == 0 || a.RegexAllowed(target)) && (len(a.StopWords) == 0 || stop) &&
 				(len(a.Regexes) > 0 || len(a.StopWords) > 0) {
 				return true
@@ -186,7 +190,7 @@ func (s *Set) allowed(lists []*config.Allowlist, secret, match, line string) boo
 		if a.RegexAllowed(target) {
 			return true
 		}
-		if stop, _ := a.ContainsStopWord(secret); stop {
+		if stop, _ := a.ContainsStopWord(secret); stop && stopWords {
 			return true
 		}
 	}
