@@ -84,20 +84,25 @@ func pairSpans(s string, spans []span) []span {
 			j++
 		}
 		quoted := i > 0 && quoteByte(s[i-1])
-		if j-i > 64 || !SensitiveName(s[i:j]) {
+		if j-i > 64 {
+			i = j
+			continue
+		}
+		sensitive := SensitiveName(s[i:j])
+		if !sensitive && !weakName(s[i:j]) {
 			i = j
 			continue
 		}
 		k := j
-		for k < len(s) && (quoteByte(s[k]) || s[k] == ' ' || s[k] == '\t') {
+		for k < len(s) && (quoteByte(s[k]) || s[k] == ' ' || s[k] == '\t' || s[k] == '\r' || s[k] == '\n') {
 			k++
 		}
-		k, ok := separator(s, k, quoted)
+		k, weak, ok := separator(s, k, quoted)
 		if !ok {
 			i = j
 			continue
 		}
-		if start, end := pairValue(s, k, s[i:j]); start < end {
+		if start, end := pairValue(s, k, s[i:j]); start < end && (sensitive && !weak || tokenLike(s[start:end])) {
 			spans = append(spans, span{start, end})
 			i = end
 			continue
@@ -107,27 +112,53 @@ func pairSpans(s string, spans []span) []span {
 	return spans
 }
 
+// weakName reports a name that holds credentials only sometimes (api,
+// access): a value after it is hidden when it looks generated.
+func weakName(name string) bool {
+	for _, w := range splitWords(name) {
+		if w == "api" || w == "access" {
+			return true
+		}
+	}
+	return false
+}
+
 // separator reads the separator at k: = : => := ?= (and a comma after a
 // quoted name, as in ["api_key", "…"]). It returns where the value may
-// start.
-func separator(s string, k int, quoted bool) (int, bool) {
+// start. A weak separator (a comma after a bare name, ||, >) is one that
+// prose uses too ("wrong password, try again"): the value after it must
+// look generated.
+func separator(s string, k int, quoted bool) (at int, weak, ok bool) {
 	if k >= len(s) {
-		return k, false
+		return k, false, false
 	}
 	switch {
 	case strings.HasPrefix(s[k:], "=>"), strings.HasPrefix(s[k:], ":="), strings.HasPrefix(s[k:], "?="):
-		return k + 2, true
+		return k + 2, false, true
+	case strings.HasPrefix(s[k:], "||"):
+		return k + 2, true, true
 	case s[k] == ':':
 		if strings.HasPrefix(s[k:], "://") {
-			return k, false // a URL's scheme
+			return k, false, false // a URL's scheme
 		}
-		return k + 1, true
+		return k + 1, false, true
 	case s[k] == '=':
-		return k + 1, true
-	case s[k] == ',' && quoted:
-		return k + 1, true
+		return k + 1, false, true
+	case s[k] == ',':
+		return k + 1, !quoted, true
+	case s[k] == '>':
+		return k + 1, true, true
 	}
-	return k, false
+	return k, false, false
+}
+
+// tokenLike reports a value that looks generated: ten or more characters
+// without a space, holding a digit or of high entropy.
+func tokenLike(v string) bool {
+	if len(v) < 10 || strings.ContainsAny(v, " \t") {
+		return false
+	}
+	return strings.ContainsAny(v, "0123456789") || entropyBits(v) > 3.5
 }
 
 // pairValue finds the value after a separator: the content of a quoted
@@ -442,6 +473,15 @@ func entropyToken(s string) bool {
 	if !upper || !lower || !digit {
 		return false
 	}
+	return entropyBits(s) > 3.5
+}
+
+// entropyBits is the Shannon entropy of s in bits per byte.
+func entropyBits(s string) float64 {
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
 	n := float64(len(s))
 	bits := 0.0
 	for _, c := range counts {
@@ -450,5 +490,5 @@ func entropyToken(s string) bool {
 			bits -= p * math.Log2(p)
 		}
 	}
-	return bits > 3.5
+	return bits
 }

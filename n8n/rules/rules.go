@@ -65,15 +65,15 @@ type Set struct {
 
 // Default returns gitleaks' default rule set, compiled on first use.
 var Default = sync.OnceValue(func() *Set {
-	s, err := Load(config.DefaultConfig)
+	s, err := Load(config.DefaultConfig, Skipped)
 	if err != nil {
 		panic(fmt.Sprintf("rules: gitleaks' default configuration: %v", err))
 	}
 	return s
 })
 
-// Load compiles a gitleaks configuration (TOML).
-func Load(toml string) (*Set, error) {
+// Load compiles a gitleaks configuration (TOML), less the rules in skip.
+func Load(toml string, skip map[string]string) (*Set, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
 	if err := v.ReadConfig(strings.NewReader(toml)); err != nil {
@@ -91,7 +91,7 @@ func Load(toml string) (*Set, error) {
 	index := map[string]int{}
 	for _, id := range cfg.OrderedRules {
 		r := cfg.Rules[id]
-		if r.Regex == nil || r.SkipReport || Skipped[id] != "" {
+		if r.Regex == nil || r.SkipReport || skip[id] != "" {
 			continue // a rule on file names only, or a part of another rule
 		}
 		re, err := syntax.Parse(r.Regex.String(), syntax.Perl)
@@ -99,7 +99,9 @@ func Load(toml string) (*Set, error) {
 			return nil, fmt.Errorf("rule %s: %w", id, err)
 		}
 		n := len(s.rules)
-		rule := Rule{ID: id, Description: r.Description, rule: r, before: 64, after: reach(re)}
+		// A match may hold its keyword anywhere: the window reaches as far
+		// before it as after it.
+		rule := Rule{ID: id, Description: r.Description, rule: r, before: reach(re), after: reach(re)}
 		if err := rule.anchor(re); err != nil {
 			return nil, fmt.Errorf("rule %s: %w", id, err)
 		}
@@ -131,10 +133,11 @@ func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
 // Config returns the rule as gitleaks defines it.
 func (r Rule) Config() config.Rule { return r.rule }
 
-// unbounded is how far past a keyword a rule without a longest match (a
-// JWT, a private key block) is looked for at first; a match that reaches
-// the window's end makes the window grow (see run).
-const unbounded = 512
+// unbounded is how far past its start a match without a longest length (a
+// JWT, a private key block) is looked for when it is tried anchored (which
+// costs what the match reads, not what it may); a window is smaller
+// (maxWindow) and grows when a match reaches its end (see run).
+const unbounded = 64 << 10
 
 // reach returns the longest text re can match, capped at unbounded.
 func reach(re *syntax.Regexp) int {

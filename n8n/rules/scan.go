@@ -47,7 +47,9 @@ func (s *Set) windows(text string) []window {
 	open := map[int]int{} // rule → index in all of its last unanchored window
 	tried := map[[2]int]bool{}
 	add := func(rule, start, end int) {
-		if i, ok := open[rule]; ok && all[i].end >= start {
+		// Windows that overlap merge, up to maxWindow: past it a new one
+		// starts, so that a budget that runs out cuts the text late.
+		if i, ok := open[rule]; ok && all[i].end >= start && end-all[i].start <= maxWindow {
 			all[i].end = max(all[i].end, end)
 			return
 		}
@@ -64,13 +66,13 @@ func (s *Set) windows(text string) []window {
 			rule := &s.rules[r]
 			offsets := rule.offsets[kw]
 			if rule.offsets == nil {
-				add(r, max(0, at-rule.before), wordEnd(text, min(len(text), at+len(kw)+rule.after)))
+				add(r, max(0, at-min(rule.before, maxWindow)), wordEnd(text, min(len(text), at+len(kw)+min(rule.after, maxWindow))))
 				continue
 			}
 			for _, o := range offsets {
 				start := at - o
 				if start < 0 || tried[[2]int{r, start}] ||
-					rule.wordStart && start > 0 && wordByte(text[start-1]) && wordByte(text[start]) {
+					rule.wordStart && start > 0 && reWord(text[start-1]) && reWord(text[start]) {
 					continue
 				}
 				tried[[2]int{r, start}] = true
@@ -83,6 +85,9 @@ func (s *Set) windows(text string) []window {
 	return all
 }
 
+// maxWindow is the most bytes windows merge into.
+const maxWindow = 4 << 10
+
 // wordEnd moves a window's end past the token it would cut, so that a
 // longer token cut short does not look like a whole one.
 func wordEnd(text string, end int) int {
@@ -94,6 +99,11 @@ func wordEnd(text string, end int) int {
 func wordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '+' ||
 		c == '/' || c == '='
+}
+
+// reWord is a word character as \b reads it.
+func reWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // anchoredCost is what an anchored try is charged: it fails within a few
@@ -233,4 +243,20 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// Reference returns what the rules find in text as gitleaks runs them:
+// every rule's expression over the whole text, whatever the keywords. It
+// is slow, and the measure that Find is held to.
+func (s *Set) Reference(text string) []Span {
+	var spans []Span
+	lower := strings.ToLower(text)
+	for i := range s.rules {
+		kws := s.rules[i].rule.Keywords
+		if len(kws) > 0 && !slices.ContainsFunc(kws, func(k string) bool { return strings.Contains(lower, strings.ToLower(k)) }) {
+			continue // gitleaks runs a rule only on text that holds one of its keywords
+		}
+		spans, _, _ = s.run(spans, text, window{rule: i, start: 0, end: len(text)}, math.MaxInt)
+	}
+	return spans
 }
