@@ -6,14 +6,16 @@ import (
 	"strings"
 )
 
-// anchor prepares the rule to be run at its keywords: when its expression
-// starts (after \b, and after a lazy run of name characters such as
-// gitleaks' [\w.-]{0,50}? before an identifier) with a literal or a choice
-// of literals holding a keyword, a match holds that keyword at a known
-// offset from its start, and only that position needs trying. The lazy run
-// can be left out: from the identifier on, the same text matches and the
-// secret is the same.
+// anchor prepares the rule to be run where its matches start: when its
+// expression starts (after \b, and after a lazy run of name characters
+// such as gitleaks' [\w.-]{0,50}? before an identifier) with a literal or
+// a choice of literals, only the places where one stands need trying, and
+// at one position each. The lazy run can be left out: from the identifier
+// on, the same text matches and the secret is the same.
 func (r *Rule) anchor(re *syntax.Regexp) error {
+	if re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
 	subs := []*syntax.Regexp{re}
 	if re.Op == syntax.OpConcat {
 		subs = re.Sub
@@ -32,31 +34,23 @@ func (r *Rule) anchor(re *syntax.Regexp) error {
 	if i == len(subs) {
 		return nil
 	}
+	// Every match starts with one of these literals (after \b): the rule is
+	// tried anchored wherever one stands, whichever keywords gitleaks gave
+	// it. A literal too short to be rare is no anchor.
 	lits := leadLiterals(subs[i])
 	if len(lits) == 0 {
 		return nil
 	}
-	// Every match starts with one of the literals: when each of them holds
-	// a keyword, or ends with the start of one, every match holds a keyword
-	// at a known offset from its start (gitleaks' keywords are parts of
-	// what their rule matches).
-	offsets := map[string][]int{}
+	shortest := minLead
+	if r.wordStart {
+		shortest = 2 // \b leaves few places: "ey" of a JWT, not of "key"
+	}
 	for _, lit := range lits {
-		found := false
-		for _, k := range r.rule.Keywords {
-			k = strings.ToLower(k)
-			for o := range len(lit) {
-				if strings.HasPrefix(lit[o:], k) || strings.HasPrefix(k, lit[o:]) {
-					offsets[k] = appendUnique(offsets[k], o)
-					found = true
-				}
-			}
-		}
-		if !found {
-			return nil // a match without a keyword at a known place: windows
+		if len(lit) < shortest {
+			return nil
 		}
 	}
-	r.offsets = offsets
+	r.leads = lits
 	rest := &syntax.Regexp{Op: syntax.OpConcat, Sub: subs[i:]}
 	anchored, err := regexp.Compile(`^(?:` + rest.String() + `)`)
 	r.anchored = anchored
@@ -69,6 +63,9 @@ func leadLiterals(re *syntax.Regexp) []string {
 	set, _ := literals(re)
 	return set
 }
+
+// minLead is the shortest literal a rule is anchored on.
+const minLead = 3
 
 // maxLiterals bounds the choices literals follows.
 const maxLiterals = 64
@@ -114,6 +111,9 @@ func literals(re *syntax.Regexp) (set []string, whole bool) {
 	case syntax.OpConcat:
 		set = []string{""}
 		for _, sub := range re.Sub {
+			if emptyWidth(sub) {
+				continue
+			}
 			lits, w := literals(sub)
 			if lits == nil || len(set)*len(lits) > maxLiterals {
 				return prefixes(set)
@@ -132,6 +132,14 @@ func literals(re *syntax.Regexp) (set []string, whole bool) {
 		return set, true
 	}
 	return nil, false
+}
+
+func emptyWidth(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpWordBoundary, syntax.OpBeginLine, syntax.OpBeginText, syntax.OpEmptyMatch:
+		return true
+	}
+	return false
 }
 
 // prefixes is what a concatenation that stopped being literal starts with.

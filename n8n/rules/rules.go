@@ -44,12 +44,11 @@ type Rule struct {
 	before      int // bytes before a keyword a match may start
 	after       int // bytes after a keyword a match may end
 	// anchored is the rule's expression from its leading literal on,
-	// anchored there: run where a keyword stands in that literal, it tries
-	// one position instead of every position of a window. offsets holds,
-	// per keyword, where the keyword stands in the leading literals; a
-	// keyword not in it has none and is looked for with windows.
+	// anchored there: run where one of leads stands, it tries one position
+	// instead of every position of a window. A rule without leads is run
+	// on windows around its keywords.
 	anchored  *regexp.Regexp
-	offsets   map[string][]int
+	leads     []string
 	wordStart bool // the match starts with \b before a word character
 }
 
@@ -57,8 +56,9 @@ type Rule struct {
 type Set struct {
 	rules     []Rule
 	trie      *ahocorasick.Trie
-	keywords  []string // lower case, indexed as the trie's patterns
-	byKeyword [][]int  // rule indexes per keyword
+	keywords  []string // the trie's patterns, lower case: keywords and leads
+	byKeyword [][]int  // per pattern, the rules it is a keyword of (windows)
+	byLead    [][]int  // per pattern, the rules whose matches start with it
 	always    []int    // rules without keywords: every text is scanned
 	global    []*config.Allowlist
 }
@@ -89,6 +89,17 @@ func Load(toml string, skip map[string]string) (*Set, error) {
 	}
 	s := &Set{global: cfg.Allowlists}
 	index := map[string]int{}
+	pattern := func(k string) int {
+		i, ok := index[k]
+		if !ok {
+			i = len(s.keywords)
+			index[k] = i
+			s.keywords = append(s.keywords, k)
+			s.byKeyword = append(s.byKeyword, nil)
+			s.byLead = append(s.byLead, nil)
+		}
+		return i
+	}
 	for _, id := range cfg.OrderedRules {
 		r := cfg.Rules[id]
 		if r.Regex == nil || r.SkipReport || skip[id] != "" {
@@ -106,21 +117,19 @@ func Load(toml string, skip map[string]string) (*Set, error) {
 			return nil, fmt.Errorf("rule %s: %w", id, err)
 		}
 		s.rules = append(s.rules, rule)
+		if rule.leads != nil {
+			for _, lead := range rule.leads {
+				i := pattern(lead)
+				s.byLead[i] = appendUnique(s.byLead[i], n)
+			}
+			continue
+		}
 		if len(r.Keywords) == 0 {
 			s.always = append(s.always, n)
 		}
 		for _, k := range r.Keywords {
-			k = strings.ToLower(k)
-			i, ok := index[k]
-			if !ok {
-				i = len(s.keywords)
-				index[k] = i
-				s.keywords = append(s.keywords, k)
-				s.byKeyword = append(s.byKeyword, nil)
-			}
-			if !slices.Contains(s.byKeyword[i], n) {
-				s.byKeyword[i] = append(s.byKeyword[i], n)
-			}
+			i := pattern(strings.ToLower(k))
+			s.byKeyword[i] = appendUnique(s.byKeyword[i], n)
 		}
 	}
 	s.trie = ahocorasick.NewTrieBuilder().AddStrings(s.keywords).Build()
@@ -133,10 +142,9 @@ func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
 // Config returns the rule as gitleaks defines it.
 func (r Rule) Config() config.Rule { return r.rule }
 
-// unbounded is how far past its start a match without a longest length (a
-// JWT, a private key block) is looked for when it is tried anchored (which
-// costs what the match reads, not what it may); a window is smaller
-// (maxWindow) and grows when a match reaches its end (see run).
+// unbounded stands for the reach of an expression without a longest match
+// (a JWT, a private key block): it is looked for in maxWindow bytes first,
+// and further when a match reaches that far (see run).
 const unbounded = 64 << 10
 
 // reach returns the longest text re can match, capped at unbounded.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zricethezav/gitleaks/v8/config"
 )
@@ -22,20 +23,20 @@ type window struct {
 	anchored         bool
 }
 
-// Find returns the secrets the rules find in text, scanning at most budget
-// bytes with the rules' regular expressions. A rule runs only at its
-// keywords (found in one pass for all rules): anchored where the keyword
-// stands in the literal its matches start with, else on the bytes around
-// the keyword that a match could span. When the work adds up to more than
-// the budget, Find stops before the first piece it cannot afford and
-// returns how far the text was checked: checked < len(text) means that the
-// rest was not looked at.
-func (s *Set) Find(text string, budget int) (spans []Span, checked int) {
-	for _, w := range s.windows(text) {
-		var ok bool
-		if spans, budget, ok = s.run(spans, text, w, budget); !ok {
+// Find returns the secrets the rules find in text, in order of the text,
+// until the deadline. A rule runs only where it can match (found in one
+// pass for all rules): anchored where a literal its matches start with
+// stands, else on the bytes around its keywords that a match could span.
+// Go's matcher costs from a few nanoseconds to microseconds per byte
+// depending on the rule, so the budget is time: at the deadline Find stops
+// before the next piece of work and returns how far the text was checked;
+// checked < len(text) means that the rest was not looked at.
+func (s *Set) Find(text string, deadline time.Time) (spans []Span, checked int) {
+	for i, w := range s.windows(text) {
+		if i > 0 && time.Now().After(deadline) {
 			return spans, w.start
 		}
+		spans = s.run(spans, text, w)
 	}
 	return spans, len(text)
 }
@@ -64,21 +65,16 @@ func (s *Set) windows(text string) []window {
 		kw := s.keywords[k]
 		for _, r := range s.byKeyword[k] {
 			rule := &s.rules[r]
-			offsets := rule.offsets[kw]
-			if rule.offsets == nil {
-				add(r, max(0, at-min(rule.before, maxWindow)), wordEnd(text, min(len(text), at+len(kw)+min(rule.after, maxWindow))))
+			add(r, max(0, at-min(rule.before, maxWindow)), wordEnd(text, min(len(text), at+len(kw)+min(rule.after, maxWindow))))
+		}
+		for _, r := range s.byLead[k] {
+			rule := &s.rules[r]
+			if tried[[2]int{r, at}] || rule.wordStart && at > 0 && reWord(text[at-1]) && reWord(text[at]) {
 				continue
 			}
-			for _, o := range offsets {
-				start := at - o
-				if start < 0 || tried[[2]int{r, start}] ||
-					rule.wordStart && start > 0 && reWord(text[start-1]) && reWord(text[start]) {
-					continue
-				}
-				tried[[2]int{r, start}] = true
-				all = append(all, window{rule: r, start: start, anchored: true,
-					end: wordEnd(text, min(len(text), start+rule.after))})
-			}
+			tried[[2]int{r, at}] = true
+			all = append(all, window{rule: r, start: at, anchored: true,
+				end: wordEnd(text, min(len(text), at+min(rule.after, maxReach)))})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b window) int { return a.start - b.start })
@@ -87,6 +83,11 @@ func (s *Set) windows(text string) []window {
 
 // maxWindow is the most bytes windows merge into.
 const maxWindow = 4 << 10
+
+// maxReach is how far an anchored match is looked for at first: a match
+// without a longest length (a JWT, a private key, gitleaks' curl rules'
+// .*?) that reaches it is looked for further (see run).
+const maxReach = 1 << 10
 
 // wordEnd moves a window's end past the token it would cut, so that a
 // longer token cut short does not look like a whole one.
@@ -106,30 +107,20 @@ func reWord(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
-// anchoredCost is what an anchored try is charged: it fails within a few
-// bytes mostly, and reads no further than its match.
-const anchoredCost = 64
-
-// run runs one rule on one window and appends what it finds, within the
-// budget: it returns what is left of it, and false when it did not suffice.
-// A match that reaches the window's end may be longer than the window: the
-// window then doubles, up to the end of the text.
-func (s *Set) run(spans []Span, text string, w window, budget int) ([]Span, int, bool) {
+// run runs one rule on one window and appends what it finds. A match that
+// reaches the window's end may be longer than the window: the window then
+// doubles, up to the end of the text.
+func (s *Set) run(spans []Span, text string, w window) []Span {
 	r := &s.rules[w.rule]
 	var matches [][]int
 	for {
 		if w.anchored {
-			budget -= anchoredCost
+			matches = nil
 			if m := r.anchored.FindStringSubmatchIndex(text[w.start:w.end]); m != nil {
-				budget -= m[1]
 				matches = [][]int{m}
 			}
 		} else {
-			budget -= w.end - w.start
 			matches = r.rule.Regex.FindAllStringSubmatchIndex(text[w.start:w.end], -1)
-		}
-		if budget < 0 {
-			return spans, budget, false
 		}
 		if w.end == len(text) || len(matches) == 0 || w.start+matches[len(matches)-1][1] < w.end {
 			break
@@ -152,7 +143,7 @@ func (s *Set) run(spans []Span, text string, w window, budget int) ([]Span, int,
 		}
 		spans = append(spans, Span{Start: w.start + start, End: w.start + end, Rule: r.ID})
 	}
-	return spans, budget, true
+	return spans
 }
 
 // secretGroup picks the secret out of a match as gitleaks does: the rule's
@@ -256,7 +247,7 @@ func (s *Set) Reference(text string) []Span {
 		if len(kws) > 0 && !slices.ContainsFunc(kws, func(k string) bool { return strings.Contains(lower, strings.ToLower(k)) }) {
 			continue // gitleaks runs a rule only on text that holds one of its keywords
 		}
-		spans, _, _ = s.run(spans, text, window{rule: i, start: 0, end: len(text)}, math.MaxInt)
+		spans = s.run(spans, text, window{rule: i, start: 0, end: len(text)})
 	}
 	return spans
 }
