@@ -105,6 +105,9 @@ func (w *walker) value(v any, headers bool) any {
 // key redacts a key; a key that was a credential becomes Redacted (then
 // Redacted 2, …, so that two such keys stay two).
 func (w *walker) key(k string, taken map[string]any) string {
+	if plainKey(k) {
+		return k
+	}
 	nk := w.text(k)
 	if nk == k {
 		return k
@@ -115,6 +118,20 @@ func (w *walker) key(k string, taken map[string]any) string {
 		}
 		nk = strings.TrimSuffix(nk, " "+itoa(i-1)) + " " + itoa(i)
 	}
+}
+
+// plainKey reports a key too short and plain to hold a credential: most
+// keys, which then cost no pass of the redactor.
+func plainKey(k string) bool {
+	if len(k) >= 16 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !wordChar(k[i]) && k[i] != '-' && k[i] != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // text redacts a string: as the JSON document it holds, if it holds one,
