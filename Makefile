@@ -30,7 +30,7 @@ FUZZTIME ?= 1m
 fuzz:
 	for t in n8n:FuzzRedactText n8n:FuzzRedact n8n:FuzzParseErrorTrigger \
 	  handlers:FuzzClaimDecoder handlers:FuzzOutcomeDecoder handlers:FuzzErrorBody; do \
-	  go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; done
+	  go test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./$${t%%:*}/ || exit 1; done
 
 # The service beside raw PostgreSQL, side by side in one run: pgbench of the
 # seed's one-statement claim, then HTTP claims, outcomes and error intake at

@@ -48,8 +48,14 @@ func (h *Handler) readObject(c *gin.Context) (*object, bool) {
 	return &object{fields: fields, errs: audit.FieldErrors{}}, true
 }
 
-// decodeOne decodes exactly one JSON value: trailing data is an error.
+// decodeOne decodes exactly one JSON value: trailing data is an error, and
+// so is a value nested deeper than MaxNesting or an object of more than
+// MaxMembers members, both found before anything is decoded. Every JSON
+// body an endpoint reads whole passes here.
 func decodeOne(raw []byte, v any) error {
+	if err := checkShape(raw); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -64,9 +70,12 @@ func decodeOne(raw []byte, v any) error {
 func jsonProblem(err error) string {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var deep *nestingError
 	switch {
 	case err == nil:
 		return "null is not an object"
+	case errors.As(err, &deep), errors.Is(err, errTooWide):
+		return err.Error()
 	case errors.As(err, &syntax):
 		return fmt.Sprintf("malformed JSON at byte %d: %v", syntax.Offset, err)
 	case errors.As(err, &typ):
@@ -149,14 +158,20 @@ func idValue(raw json.RawMessage) (string, error) {
 	return strconv.FormatInt(n, 10), nil
 }
 
-// ids reads an array of ids (strings or integers).
+// ids reads an array of ids (strings or integers). It reads one past
+// audit.MaxItems at most: a longer list is refused as the domain refuses it,
+// before it costs memory in proportion to its length.
 func (o *object) ids(name string) []string {
 	raw, ok := o.present(name)
 	if !ok {
 		return nil
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	elems, err := arrayElems(raw, audit.MaxItems)
+	switch {
+	case errors.Is(err, errTooMany):
+		o.errs.Add(name, fmt.Sprintf("must hold at most %d items", audit.MaxItems))
+		return nil
+	case err != nil:
 		o.errs.Add(name, "must be an array of strings")
 		return nil
 	}
@@ -174,4 +189,26 @@ func (o *object) ids(name string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+var errTooMany = errors.New("too many elements")
+
+// arrayElems returns the elements of a JSON array, at most most of them.
+func arrayElems(raw json.RawMessage, most int) ([]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, errors.New("not an array")
+	}
+	var elems []json.RawMessage
+	for dec.More() {
+		if len(elems) == most {
+			return nil, errTooMany
+		}
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, err
+		}
+		elems = append(elems, e)
+	}
+	return elems, nil
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,10 @@ import (
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
-// seedBodies adds the captured n8n payloads and hook bodies as seeds.
+// seedBodies adds small seeds: the outline of the captured n8n payloads
+// (their keys and short values: a whole payload of several KiB makes the
+// fuzzer spend its time minimizing it), bodies at and past the nesting
+// limit, and extra.
 func seedBodies(f *testing.F, extra ...string) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "payloads", "*.json"))
 	for _, file := range files {
@@ -23,10 +27,57 @@ func seedBodies(f *testing.F, extra ...string) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(raw)
+		f.Add(outline(raw))
 	}
-	for _, e := range extra {
+	for _, e := range append(depthSeeds(), extra...) {
 		f.Add([]byte(e))
+	}
+}
+
+// outline keeps of a JSON document its first levels, with strings cut
+// short: the shape of a payload in a few hundred bytes.
+func outline(raw []byte) []byte {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw[:min(len(raw), 256)]
+	}
+	var cut func(v any, depth int) any
+	cut = func(v any, depth int) any {
+		switch t := v.(type) {
+		case map[string]any:
+			if depth > 3 {
+				return map[string]any{}
+			}
+			for k, val := range t {
+				t[k] = cut(val, depth+1)
+			}
+		case []any:
+			if len(t) > 2 {
+				t = t[:2]
+			}
+			for i, val := range t {
+				t[i] = cut(val, depth+1)
+			}
+			return t
+		case string:
+			return t[:min(len(t), 24)]
+		}
+		return v
+	}
+	b, _ := json.Marshal(cut(v, 0))
+	return b
+}
+
+// depthSeeds are bodies at the nesting limit, one past it, and far past
+// it after a valid prefix.
+func depthSeeds() []string {
+	return []string{
+		strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting),
+		strings.Repeat("[", MaxNesting+1) + strings.Repeat("]", MaxNesting+1),
+		`{"a":` + strings.Repeat(`{"a":`, MaxNesting) + "1" + strings.Repeat("}", MaxNesting+1),
+		`{"source":"shop","event_id":"e","x":` + strings.Repeat("[", 200),
+		`{"execution":{"id":"1"},"a":` + strings.Repeat(`[{"a":`, 100),
+		`{"a":"` + strings.Repeat("[{", 100) + `"}`,
 	}
 }
 
@@ -69,12 +120,24 @@ func checkNoSilentRewrite(t *testing.T, o *object, got map[string]string) {
 	}
 }
 
+// checkDepthRefused fails when a body nested past MaxNesting is not refused
+// as such before it is decoded.
+func checkDepthRefused(t *testing.T, raw []byte) {
+	var fields map[string]json.RawMessage
+	err := decodeOne(raw, &fields)
+	var deep *nestingError
+	if checkNesting(raw) != nil && !errors.As(err, &deep) {
+		t.Fatalf("a body past %d levels was not refused for it: %v", MaxNesting, err)
+	}
+}
+
 // FuzzClaimDecoder: any body, no panic; a claim field is either refused
 // or exactly what was sent.
 func FuzzClaimDecoder(f *testing.F) {
 	seedBodies(f, `{"source":"shop","event_id":"inv-\ud800","execution_id":1}`, "{\"source\":\"s\",\"event_id\":\"a\xff\"}",
 		`{"source":"shop","event_id":"a","execution_id":"1","items":["x",2,"\udc00"]}`)
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkDepthRefused(t, raw)
 		o, got, ok := decodeFields(raw, []string{"source", "event_id", "workflow_name", "node", "fingerprint"},
 			[]string{"execution_id", "workflow_id", "retry_of"}, nil)
 		if !ok {
@@ -104,6 +167,7 @@ func FuzzOutcomeDecoder(f *testing.F) {
 	seedBodies(f, `{"source":"shop","event_id":"a","outcome":"done","reason":"Bearer x\u0000"}`,
 		"{\"source\":\"shop\",\"event_id\":\"a\",\"outcome\":\"do\xffne\"}")
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkDepthRefused(t, raw)
 		o, got, ok := decodeFields(raw, []string{"source", "event_id", "outcome"},
 			[]string{"item", "execution_id", "workflow_id", "crm_ref"}, nil)
 		if !ok {
@@ -128,7 +192,11 @@ func FuzzErrorBody(f *testing.F) {
 		b, err := readErrorBody(bytes.NewReader(raw), 1<<20)
 		var v map[string]any
 		valid := json.Unmarshal(raw, &v) == nil && v != nil
-		if valid && err != nil {
+		var deep *nestingError
+		if tooDeep := checkNesting(raw) != nil; tooDeep != errors.As(err, &deep) && (valid || !tooDeep) {
+			t.Fatalf("nesting past %d levels: %v; the reader said %v", MaxNesting, tooDeep, err)
+		}
+		if valid && err != nil && deep == nil {
 			t.Fatalf("a JSON object refused: %v", err)
 		}
 		if err != nil {

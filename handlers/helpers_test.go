@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
@@ -25,6 +27,7 @@ type server struct {
 	*httptest.Server
 	store  *store.Store
 	client *http.Client
+	routes gin.RoutesInfo
 }
 
 // newServer starts the handlers on a fresh database of the dialect. edit,
@@ -53,12 +56,13 @@ func startServer(t *testing.T, cfg handlers.Config) *server {
 	if err != nil {
 		t.Fatalf("handlers.New: %v", err)
 	}
-	ts := httptest.NewUnstartedServer(h.Engine())
+	engine := h.Engine()
+	ts := httptest.NewUnstartedServer(engine)
 	ts.Start()
 	t.Cleanup(ts.Close)
 	tr := &http.Transport{MaxIdleConnsPerHost: 200}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &server{Server: ts, store: cfg.Store, client: &http.Client{Transport: tr}}
+	return &server{Server: ts, store: cfg.Store, client: &http.Client{Transport: tr}, routes: engine.Routes()}
 }
 
 // call sends a request with the test token and decodes the JSON answer.

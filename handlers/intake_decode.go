@@ -11,15 +11,19 @@ import (
 
 // What the intake keeps of an error body it reads as a stream. Bodies up to
 // keepBudget are kept whole; past it, the summary n8n puts near the top
-// (ids, names, mode, the error's message and node: scalars up to
-// summaryDepth) is always kept, the rest only while the budget lasts, so a
-// body of several MiB costs a bounded amount of memory and is still
-// recorded.
+// (ids, names, mode, the error's message and node: values up to
+// summaryDepth) is kept while an overdraft of summaryBudget lasts, the rest
+// is left out, so a body of several MiB costs a bounded amount of memory
+// and is still recorded. Every kept value is charged valueCost besides its
+// text, so that a million empty strings or arrays cost what they hold in
+// memory, not nothing. Depth is no concern here: the body is refused at
+// MaxNesting while it is read.
 const (
-	keepBudget   = 1 << 20
-	summaryDepth = 4 // execution.error.node.name
-	maxDepth     = 64
-	maxString    = 16 << 10
+	keepBudget    = 1 << 20
+	summaryBudget = 64 << 10
+	summaryDepth  = 4 // execution.error.node.name
+	maxString     = 16 << 10
+	valueCost     = 32 // an interface, a map entry or a slice element, and a header
 )
 
 // errorBody is what the intake read of a body.
@@ -44,7 +48,7 @@ var errNotObject = errors.New("not an object")
 // visibleText wrote out what the decoder would replace.
 func readErrorBody(r io.Reader, hardCap int64) (errorBody, error) {
 	cr := &countingReader{r: io.LimitReader(r, hardCap+1), h: sha256.New()}
-	vt := newVisibleText(cr)
+	vt := newVisibleText(&nestingReader{r: cr})
 	dec := json.NewDecoder(vt)
 	dec.UseNumber()
 	p := &pruner{dec: dec, budget: keepBudget}
@@ -67,7 +71,8 @@ func readErrorBody(r io.Reader, hardCap int64) (errorBody, error) {
 	}
 	b.size, b.visible = cr.n, vt.escaped
 	copy(b.sum[:], cr.h.Sum(nil))
-	if err != nil && cr.n > hardCap {
+	var deep *nestingError
+	if err != nil && cr.n > hardCap && !errors.As(err, &deep) {
 		b.cut, b.size, err = true, hardCap, nil
 	}
 	if b.value == nil && err == nil {
@@ -83,12 +88,13 @@ type pruner struct {
 	pruned bool
 }
 
-// keepChild decides whether a value at depth is kept.
+// keepChild decides whether a value at depth is kept, and charges it.
 func (p *pruner) keepChild(depth int, parentKept bool) bool {
 	switch {
-	case !parentKept || depth > maxDepth:
+	case !parentKept:
 		return false
-	case depth <= summaryDepth || p.budget > 0:
+	case p.budget > 0 || depth <= summaryDepth && p.budget > -summaryBudget:
+		p.budget -= valueCost
 		return true
 	}
 	p.pruned = true
@@ -143,6 +149,12 @@ func (p *pruner) array(depth int, keep bool) ([]any, error) {
 }
 
 func (p *pruner) value(depth int, keep bool) (any, error) {
+	if !keep {
+		// Read past it without a token for each of its parts: what is
+		// left out costs no allocation.
+		var skip skipped
+		return nil, p.dec.Decode(&skip)
+	}
 	tok, err := p.dec.Token()
 	if err != nil {
 		return nil, err
@@ -150,13 +162,13 @@ func (p *pruner) value(depth int, keep bool) (any, error) {
 	switch t := tok.(type) {
 	case json.Delim:
 		if t == '{' {
-			m, err := p.object(depth, keep && depth <= maxDepth)
+			m, err := p.object(depth, keep)
 			if m == nil {
 				return nil, err
 			}
 			return m, err
 		}
-		a, err := p.array(depth, keep && depth <= maxDepth)
+		a, err := p.array(depth, keep)
 		if a == nil {
 			return nil, err
 		}
@@ -182,6 +194,11 @@ func (p *pruner) value(depth int, keep bool) (any, error) {
 	p.budget -= 8
 	return tok, nil // json.Number, bool or nil
 }
+
+// skipped is a JSON value read past and dropped.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // countingReader counts and hashes what passes through it.
 type countingReader struct {

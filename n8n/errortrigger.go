@@ -89,13 +89,16 @@ func ParseErrorTriggerBody(sum [32]byte, v map[string]any) audit.N8NErrorReport 
 }
 
 // storedPayload redacts the payload and caps its size. A capped payload is
-// no longer valid JSON; it is kept as text, flagged truncated.
+// no longer valid JSON; it is kept as text, flagged truncated. Only what
+// the cap keeps is redacted: the rest is left out before, so that a payload
+// of any size costs the redactor at most the cap.
 func storedPayload(v map[string]any) (string, bool) {
-	b, err := json.MarshalIndent(Redact(v), "", "  ")
+	redacted, dropped := redactPayload(v, audit.MaxStoredPayload)
+	b, err := json.MarshalIndent(redacted, "", "  ")
 	if err != nil {
 		return "", false
 	}
-	if len(b) <= audit.MaxStoredPayload {
+	if len(b) <= audit.MaxStoredPayload && !dropped {
 		return string(b), false
 	}
 	cut := audit.MaxStoredPayload

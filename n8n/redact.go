@@ -1,84 +1,237 @@
 package n8n
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
 	"regexp"
+	"slices"
 	"strings"
-)
 
-// Redacted replaces every credential the service finds in what n8n sends.
-const Redacted = "[redacted]"
+	"github.com/retryaudit/retryaudit/n8n/rules"
+)
 
 // Redact returns v (decoded JSON) with credentials replaced. It does not
 // modify v. Structure decides first: every value under a key named like a
-// credential, every header whose name is not on the allow-list of harmless
-// headers (in an object, or listed as strings as in Node's rawHeaders), and
-// the value of every n8n name/value parameter whose name is secret-like.
-// Every remaining string then passes RedactText.
-func Redact(v any) any { return redactValue(v, false) }
+// credential; every header whose name is not on the allow-list of harmless
+// headers, whether the headers are an object, a list of strings (Node's
+// rawHeaders, "Name: value" lines) or one string of lines; the value of
+// every n8n name/value parameter and of every ["name", "value"] pair whose
+// name is secret-like; and keys themselves, which can hold a token. A string
+// that holds JSON, escaped any number of times, is redacted as the document
+// it is. Every remaining string then passes RedactText.
+func Redact(v any) any {
+	w := walker{left: math.MaxInt}
+	return w.value(v, false)
+}
 
-// redactValue walks v; headers says that v is (inside) a header collection,
+// redactPayload is Redact for a payload that is kept up to limit bytes of
+// JSON: it walks v in the order json.Marshal writes it and leaves out
+// (null) every value after limit bytes of text were redacted, since they
+// would be cut anyway. It reports whether it left any out.
+func redactPayload(v any, limit int) (any, bool) {
+	w := walker{left: limit}
+	out := w.value(v, false)
+	return out, w.dropped
+}
+
+// walker redacts a document within a budget of text.
+type walker struct {
+	left    int // bytes of text still to redact
+	dropped bool
+}
+
+// value walks v; headers says that v is (inside) a header collection,
 // where only allow-listed names keep their values.
-func redactValue(v any, headers bool) any {
+func (w *walker) value(v any, headers bool) any {
+	if w.left <= 0 {
+		if v != nil {
+			w.dropped = true
+		}
+		return nil
+	}
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		name, _ := t["name"].(string)
-		for k, val := range t {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			val := t[k]
+			var nv any
 			switch {
 			case headers && k == "value" && name != "":
 				// n8n's headerParameters: {"name": "Authorization", "value": "…"}
-				out[k] = redactHeader(name, val)
+				nv = w.header(name, val)
 			case headers && k != "name" && k != "parameters" && k != "value":
-				out[k] = redactHeader(k, val)
+				nv = w.header(k, val)
 			case SensitiveName(k) && !empty(val):
-				out[k] = Redacted
+				nv = Redacted
 			case k == "value" && SensitiveName(name) && !empty(val):
 				// n8n's query and body parameters, same shape as headers
-				out[k] = Redacted
+				nv = Redacted
+			case headerKey(k):
+				if s, ok := val.(string); ok {
+					nv = w.headerText(s) // headers sent as one string of lines
+					break
+				}
+				nv = w.value(val, true)
 			default:
-				out[k] = redactValue(val, headers || headerKey(k))
+				nv = w.value(val, headers)
 			}
+			out[w.key(k, out)] = nv
 		}
 		return out
 	case []any:
 		if headers && allStrings(t) {
-			return redactHeaderList(t)
+			return w.headerList(t)
+		}
+		if len(t) == 2 {
+			// ["api_key", "…"]: a query or form parameter as a pair.
+			if name, isName := t[0].(string); isName && SensitiveName(name) && !empty(t[1]) {
+				return []any{w.text(name), Redacted}
+			}
 		}
 		out := make([]any, len(t))
 		for i, val := range t {
-			out[i] = redactValue(val, headers)
+			out[i] = w.value(val, headers)
 		}
 		return out
 	case string:
-		return RedactText(t)
+		return w.text(t)
 	}
 	return v
 }
 
-// redactHeader keeps the value of an allow-listed header (still passed
-// through RedactText: a Location or Referer may carry a token) and hides
-// every other one.
-func redactHeader(name string, v any) any {
+// key redacts a key; a key that was a credential becomes Redacted (then
+// Redacted 2, …, so that two such keys stay two).
+func (w *walker) key(k string, taken map[string]any) string {
+	if plainKey(k) {
+		return k
+	}
+	nk := w.text(k)
+	if nk == k {
+		return k
+	}
+	for i := 2; ; i++ {
+		if _, ok := taken[nk]; !ok {
+			return nk
+		}
+		nk = strings.TrimSuffix(nk, " "+itoa(i-1)) + " " + itoa(i)
+	}
+}
+
+// plainKey reports a key too short and plain to hold a credential: most
+// keys, which then cost no pass of the redactor.
+func plainKey(k string) bool {
+	if len(k) >= 16 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !wordChar(k[i]) && k[i] != '-' && k[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// text redacts a string: as the JSON document it holds, if it holds one,
+// else as free text.
+func (w *walker) text(s string) string {
+	w.left -= len(s)
+	if doc, ok := embeddedJSON(s); ok {
+		out := w.value(doc, false)
+		if b, ok := marshalCompact(out); ok {
+			return b
+		}
+	}
+	return RedactText(s)
+}
+
+// embeddedJSON decodes a string that is itself a JSON object, array or
+// string (a JSON document escaped into a string, possibly again and again).
+func embeddedJSON(s string) (any, bool) {
+	t := strings.TrimSpace(s)
+	if len(t) < 2 {
+		return nil, false
+	}
+	switch {
+	case t[0] == '{' && t[len(t)-1] == '}', t[0] == '[' && t[len(t)-1] == ']':
+	case t[0] == '"' && t[len(t)-1] == '"' && strings.ContainsAny(t, "{["):
+	default:
+		return nil, false
+	}
+	dec := json.NewDecoder(strings.NewReader(t))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil || dec.More() {
+		return nil, false
+	}
+	if inner, ok := doc.(string); ok {
+		if _, ok := embeddedJSON(inner); !ok {
+			return nil, false // a quoted string that holds no document
+		}
+	}
+	return doc, true
+}
+
+// marshalCompact writes a document as JSON, without escaping <, > and &.
+func marshalCompact(v any) (string, bool) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(b.String(), "\n"), true
+}
+
+// header keeps the value of an allow-listed header (still redacted: a
+// Location or Referer may carry a token) and hides every other one.
+func (w *walker) header(name string, v any) any {
 	if empty(v) {
 		return v
 	}
 	if harmlessHeaders[strings.ToLower(strings.TrimSpace(name))] {
-		return redactValue(v, false)
+		return w.value(v, false)
 	}
 	return Redacted
 }
 
-// redactHeaderList redacts headers listed as strings: "Name: value" lines,
-// or names and values in turn, as Node's rawHeaders lists them
+// headerText redacts headers sent as one string: "Name: value" lines, of
+// which only allow-listed names keep their values. A string that is no such
+// list is free text.
+func (w *walker) headerText(s string) string {
+	lines := strings.Split(strings.ReplaceAll(s, `\r\n`, "\n"), "\n")
+	for _, line := range lines {
+		name, _, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !headerName.MatchString(name) {
+			if strings.TrimSpace(line) != "" {
+				return w.text(s)
+			}
+		}
+	}
+	for i, line := range lines {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		trimmed := strings.TrimLeft(value, " \t")
+		lines[i] = name + ":" + value[:len(value)-len(trimmed)] + w.header(strings.TrimSpace(name), strings.TrimRight(trimmed, "\r")).(string)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// headerList redacts headers listed as strings: "Name: value" lines, or
+// names and values in turn, as Node's rawHeaders lists them
 // (["X-Api-Key", "abc123", "Accept", "*/*"]) and as a pair of a fetch
 // Headers' entries does. A value is kept only after an allow-listed name.
-func redactHeaderList(list []any) []any {
+func (w *walker) headerList(list []any) []any {
 	out := make([]any, len(list))
 	lines := true
 	for _, v := range list {
-		// A "name" that the patterns would change is no header's name
-		// (a token before a colon): the list is then read as pairs, where
-		// every name passes RedactText.
+		// A "name" that the redactor would change is no header's name (a
+		// token before a colon): the list is then read as pairs, where
+		// every name is redacted as text.
 		name, _, ok := strings.Cut(v.(string), ":")
 		lines = lines && ok && headerName.MatchString(name) && RedactText(name) == name
 	}
@@ -88,11 +241,11 @@ func redactHeaderList(list []any) []any {
 		case lines:
 			name, value, _ := strings.Cut(s, ":")
 			trimmed := strings.TrimLeft(value, " \t")
-			out[i] = name + ":" + value[:len(value)-len(trimmed)] + redactHeader(name, trimmed).(string)
+			out[i] = name + ":" + value[:len(value)-len(trimmed)] + w.header(name, trimmed).(string)
 		case i%2 == 0:
-			out[i] = redactValue(s, false) // a name
+			out[i] = w.text(s) // a name
 		default:
-			out[i] = redactHeader(list[i-1].(string), s)
+			out[i] = w.header(list[i-1].(string), s)
 		}
 	}
 	return out
@@ -152,10 +305,16 @@ func empty(v any) bool {
 	return false
 }
 
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
 // RedactionVersion names the redaction rules of this package. Raise it when
 // they grow: the store then passes what it kept before through the new rules
-// once (audit.Store.RedactStored).
-const RedactionVersion = "3"
+// once (audit.Store.RedactStored). Version 4 is the structural pass with
+// gitleaks' rule set; the version of gitleaks' module is part of it.
+const RedactionVersion = "4+gitleaks-" + rules.GitleaksVersion
 
 // Redactor is the audit.Redactor that applies this package's rules: the
 // store passes every text from n8n that it keeps through it.

@@ -4,20 +4,25 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	gitleaks "github.com/zricethezav/gitleaks/v8/config"
 
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/n8n/rules"
+	"github.com/retryaudit/retryaudit/n8n/rules/rulestest"
 )
 
 // slackRecorder is a fake Slack Web API that keeps every form it received.
@@ -77,7 +82,7 @@ var planted = []struct {
 	{"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig12abc", func(v map[string]any, s string) {
 		errObj(v)["stack"] = errObj(v)["stack"].(string) + "\n session " + s
 	}},
-	{"xoxb-123456789-abcdefghijk13", func(v map[string]any, s string) { node(v)["jsonBody"] = `={"t": "` + s + `"}` }},
+	{"xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQr13", func(v map[string]any, s string) { node(v)["jsonBody"] = `={"t": "` + s + `"}` }},
 	{"ghp_abcdefghijklmnopqrstuvwxyz0123456714", func(v map[string]any, s string) {
 		errObj(v)["description"] = "clone of https://" + s + "@github.com/x/y failed"
 	}},
@@ -107,6 +112,38 @@ var planted = []struct {
 		errObj(v)["context"].(map[string]any)["response"] = map[string]any{
 			"rawHeaders": []any{"Content-Type", "application/json", "X-Shop-Account", s}}
 	}},
+	// The shapes that passed the pattern list before gitleaks' rules and
+	// the structural pass replaced it (issue 19).
+	{"ak-apikey-scheme-27", func(v map[string]any, s string) {
+		errObj(v)["message"] = "401 - Authorization: ApiKey " + s + " was refused"
+	}},
+	{"5c1f0a9e-3b2d-4c7e-9f10-2a3b4c5d6e28", func(v map[string]any, s string) {
+		errObj(v)["description"] = `request headers {"Authorization": "GenieKey ` + s + `"}`
+	}},
+	{"passphrase-value-29", func(v map[string]any, s string) { errObj(v)["message"] = "ssh: passphrase=" + s + " rejected" }},
+	{"appkey-value-30", func(v map[string]any, s string) { node(v)["url"] = "https://api.example/v2/items?id=4&appkey=" + s }},
+	{"dbl-esc-pass-31", func(v map[string]any, s string) {
+		errObj(v)["messages"] = []any{`500 - "{\\\"user\\\":\\\"crm\\\",\\\"password\\\":\\\"` + s + `\\\"}"`}
+	}},
+	{"proxy-pw-32", func(v map[string]any, s string) {
+		errObj(v)["description"] = "tunnel via //crm:" + s + "@proxy.internal:3128 failed"
+	}},
+	{"mysql-pw-33", func(v map[string]any, s string) {
+		errObj(v)["message"] = "dial app:" + s + "@tcp(db.internal:3306)/shop: refused"
+	}},
+	{"ruby-hash-pw-34", func(v map[string]any, s string) {
+		req(v)["body"].(map[string]any)["note"] = `{:user=>"crm", :password=>"` + s + `"}`
+	}},
+	{"curl-pw-35", func(v map[string]any, s string) {
+		node(v)["curlImport"] = "curl -s -u admin:" + s + " https://crm.example/api"
+	}},
+	{"str-hdr-secret-36", func(v map[string]any, s string) {
+		req(v)["headers"] = "Accept: */*\r\nX-Shop-Token: " + s + "\r\nUser-Agent: n8n"
+	}},
+	{"sk_live_4eC39HqLyjWDarjtT1zdp737", func(v map[string]any, s string) {
+		errObj(v)["context"].(map[string]any)[s] = map[string]any{"status": 401}
+	}},
+	{"qs-pair-key-38", func(v map[string]any, s string) { req(v)["qs"] = []any{[]any{"api_key", s}, []any{"page", "2"}} }},
 }
 
 func errObj(v map[string]any) map[string]any {
@@ -119,12 +156,14 @@ func node(v map[string]any) map[string]any {
 	return errObj(v)["node"].(map[string]any)["parameters"].(map[string]any)
 }
 
-// TestPlantedSecretsLeakNowhere posts n8n errors with 26 planted
-// credentials (and claims' workflow and node names, an outcome reason and a
-// trigger error with more) to a running service, lets the outbox send its
-// alerts to a fake Slack, then reads every API answer, every page (the
-// overview and the alerts' short links too), every row of the database and
-// every message Slack received: none of the secrets may be in any of them.
+// TestPlantedSecretsLeakNowhere posts n8n errors with 38 planted
+// credentials and one sample of gitleaks' test corpus per rule (and claims'
+// workflow and node names, an outcome reason and a trigger error with more)
+// to a running service, lets the outbox send its alerts to a fake Slack,
+// then reads every API answer, every page (the overview and the alerts'
+// short links too), /metrics, every row of the database, every message
+// Slack received and every line the service logged: none of the secrets
+// may be in any of them, plain or escaped.
 func TestPlantedSecretsLeakNowhere(t *testing.T) {
 	for _, dialect := range audittest.Dialects {
 		t.Run(dialect, func(t *testing.T) {
@@ -147,6 +186,9 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 				t.Fatal(err)
 			}
 			secrets := []string{"reason-api-key-91", "trigger-token-92", "claim-wf-secret-93", "claim-node-secret-94"}
+			// gitleaks' own corpus: one sample per rule, in the stored
+			// payload of each event's error, a few also in its message.
+			corpus := corpusSample(t)
 			var answers []string
 			// Three events, each failing with a third of the secrets.
 			for e := range 3 {
@@ -167,6 +209,13 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 					planted[i].plant(v, planted[i].secret)
 					secrets = append(secrets, planted[i].secret)
 				}
+				var texts []any
+				for i := e; i < len(corpus); i += 3 {
+					texts = append(texts, corpus[i].Text)
+					secrets = append(secrets, corpus[i].Secrets...)
+				}
+				errObj(v)["context"].(map[string]any)["gitleaks corpus"] = texts
+				errObj(v)["description"] = fmt.Sprint(errObj(v)["description"], " ", texts[0], " ", texts[1])
 				body, _ := json.Marshal(v)
 				code, out = svc.api(t, "POST", "/v1/n8n/errors", string(body))
 				if code != http.StatusAccepted {
@@ -192,7 +241,7 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 				t.Fatal("Slack received no message: the test would see no leak there")
 			}
 
-			paths := []string{"/v1/events", "/v1/events?status=processing", "/v1/stats", "/v1/stats?source=shop"}
+			paths := []string{"/v1/events", "/v1/events?status=processing", "/v1/stats", "/v1/stats?source=shop", "/metrics"}
 			pages := []string{"/", "/overview", "/overview?source=shop", "/review", "/errors", "/errors?kind=trigger_error",
 				"/executions/900"}
 			for e := range 3 {
@@ -233,7 +282,8 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 			for where, text := range places {
 				for _, s := range secrets {
 					if strings.Contains(text, s) || strings.Contains(text, url.QueryEscape(s)) ||
-						strings.Contains(text, jsonEscape(s)) {
+						strings.Contains(text, jsonEscape(s)) || strings.Contains(text, html.EscapeString(s)) ||
+						strings.Contains(text, jsonEscape(jsonEscape(s))) {
 						t.Errorf("%s holds %s", where, s)
 					}
 				}
@@ -243,6 +293,28 @@ func TestPlantedSecretsLeakNowhere(t *testing.T) {
 			}
 		})
 	}
+}
+
+// corpusSample returns one sample of gitleaks' test corpus per rule, of
+// secrets long enough not to be found by chance.
+func corpusSample(t *testing.T) []rulestest.Sample {
+	all, err := rules.Load(gitleaks.DefaultConfig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var out []rulestest.Sample
+	for _, c := range rulestest.Corpus(t, all, 1) {
+		if seen[c.Rule] || len(c.Text) > 400 || slices.ContainsFunc(c.Secrets, func(s string) bool { return len(s) < 12 }) {
+			continue
+		}
+		seen[c.Rule] = true
+		out = append(out, c)
+	}
+	if len(out) < 150 {
+		t.Fatalf("%d rules in the corpus sample", len(out))
+	}
+	return out
 }
 
 func jsonEscape(s string) string {
