@@ -15,9 +15,6 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
@@ -45,7 +42,8 @@ func commands() []command {
 		{"migrate", "apply the database migrations and exit", migrateUsage, migrateCmd},
 		{"check", "check the installation and run a live drill", checkUsage, check},
 		{"slack-test", "send one test message with the configured Slack settings", slackTestUsage, slackTest},
-		{"version", "print the version", "", printVersion},
+		{"healthcheck", "exit 0 when the local service is ready, 1 when not (for HEALTHCHECK)", healthcheckUsage, healthcheck},
+		{"version", "print the version, the revision and the Go version", "", printVersion},
 	}
 }
 
@@ -91,12 +89,4 @@ func usage(out io.Writer) {
 	}
 	fmt.Fprintln(out, "\nConfiguration comes from RETRYAUDIT_* environment variables (see README.md);")
 	fmt.Fprintln(out, "run 'retryaudit COMMAND --help' for a command's flags.")
-}
-
-func printVersion(_ context.Context, fs *flag.FlagSet, args []string, _ func(string) string, out io.Writer) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "retryaudit", version)
-	return nil
 }
