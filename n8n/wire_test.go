@@ -380,13 +380,13 @@ func TestApplyStopsAndSaysHowFar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Scopes = slices.DeleteFunc(f.Scopes, func(s string) bool { return s == "workflow:update" }) // taken away meanwhile
+	f.SetScopes(slices.DeleteFunc(slices.Clone(n8ntest.AllScopes), func(s string) bool { return s == "workflow:update" })...) // taken away meanwhile
 	err = p.Apply(context.Background(), nil)
 	var apiErr *n8n.APIError
 	if err == nil || !errors.As(err, &apiErr) || !strings.Contains(err.Error(), "3 of 4 changes made") {
 		t.Fatalf("err = %v", err)
 	}
-	f.Scopes = n8ntest.AllScopes
+	f.SetScopes(n8ntest.AllScopes...)
 	wire(t, f, n8n.Wiring{ServiceURL: serviceURL, Token: token, Workflows: []string{id}})
 	if again, err := plan(t, f, n8n.Wiring{ServiceURL: serviceURL, Token: token, Workflows: []string{id}}); err != nil || len(again.Changes) != 0 {
 		t.Errorf("%v:\n%s", err, whats(again))

@@ -133,13 +133,13 @@ func TestHelp(t *testing.T) {
 		if err := run(context.Background(), args, env(nil), &out); err != nil {
 			t.Fatal(err)
 		}
-		for _, cmd := range []string{"serve", "migrate", "check", "slack-test", "healthcheck", "version"} {
+		for _, cmd := range []string{"serve", "migrate", "check", "connect", "slack-test", "healthcheck", "version"} {
 			if !strings.Contains(out.String(), "  "+cmd) {
 				t.Errorf("%v does not list %s:\n%s", args, cmd, out.String())
 			}
 		}
 	}
-	for _, cmd := range []string{"serve", "migrate", "check", "slack-test", "healthcheck", "version"} {
+	for _, cmd := range []string{"serve", "migrate", "check", "connect", "slack-test", "healthcheck", "version"} {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{cmd, "--help"}, env(nil), &out)
 		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: retryaudit "+cmd) {

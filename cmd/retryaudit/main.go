@@ -41,6 +41,7 @@ func commands() []command {
 		{"serve", "serve the API, the pages and the background jobs (the default)", serveUsage, serve},
 		{"migrate", "apply the database migrations and exit", migrateUsage, migrateCmd},
 		{"check", "check the installation and run a live drill", checkUsage, check},
+		{"connect", "wire retryaudit into a running n8n through n8n's public API", connectUsage, connect},
 		{"slack-test", "send one test message with the configured Slack settings", slackTestUsage, slackTest},
 		{"healthcheck", "exit 0 when the local service is ready, 1 when not (for HEALTHCHECK)", healthcheckUsage, healthcheck},
 		{"version", "print the version, the revision and the Go version", "", printVersion},

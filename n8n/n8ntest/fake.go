@@ -62,6 +62,14 @@ func NewFake(t *testing.T) *Fake {
 	return f
 }
 
+// SetScopes gives the key these scopes (tests call it while other
+// goroutines may be asking the fake).
+func (f *Fake) SetScopes(scopes ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Scopes = scopes
+}
+
 // APIURL is the fake's public API address.
 func (f *Fake) APIURL() string { return f.URL + "/api/v1" }
 
