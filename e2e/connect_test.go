@@ -30,20 +30,10 @@ func (s *suite) wireWithConnect(t *testing.T) {
 		n.publish(t, w.ID)
 	}
 
-	// connect runs with the service's configuration, beside a running
-	// service (it checks the service answers, and ends with the drill).
-	env := map[string]string{
-		"RETRYAUDIT_ADDR":           strings.TrimPrefix(s.serviceURL, "http://"),
-		"RETRYAUDIT_TOKEN":          s.token,
-		"RETRYAUDIT_DATA_DIR":       t.TempDir(),
-		"RETRYAUDIT_N8N_EDITOR_URL": n.URL,
-		"RETRYAUDIT_N8N_API_URL":    n.URL + "/api/v1",
-		"RETRYAUDIT_N8N_API_KEY":    n.APIKey,
-	}
+	env := s.connectEnv(t)
 	svc := startService(t, s.bin, env)
 	defer svc.stop(t)
-	args := []string{"connect", "--service-url", s.serviceURL, "--with-example",
-		"--workflows", strings.Join([]string{s.orders.ID, s.market.ID, s.feed.ID}, ",")}
+	args := s.connectArgs()
 
 	before := n.snapshot(t)
 	out := s.connect(t, env, append(slices.Clone(args), "--dry-run")...)
@@ -75,6 +65,38 @@ func (s *suite) wireWithConnect(t *testing.T) {
 		if got.Settings["errorWorkflow"] != s.errors.ID {
 			t.Errorf("%s's error workflow is %v, want %s", got.Name, got.Settings["errorWorkflow"], s.errors.ID)
 		}
+	}
+}
+
+// connectEnv is the configuration connect runs with: the service's, beside
+// a running service (connect checks that it answers, and ends with the
+// drill).
+func (s *suite) connectEnv(t *testing.T) map[string]string {
+	return map[string]string{
+		"RETRYAUDIT_ADDR":           strings.TrimPrefix(s.serviceURL, "http://"),
+		"RETRYAUDIT_TOKEN":          s.token,
+		"RETRYAUDIT_DATA_DIR":       t.TempDir(),
+		"RETRYAUDIT_N8N_EDITOR_URL": s.n8n.URL,
+		"RETRYAUDIT_N8N_API_URL":    s.n8n.URL + "/api/v1",
+		"RETRYAUDIT_N8N_API_KEY":    s.n8n.APIKey,
+	}
+}
+
+// connectArgs is the user's connect command.
+func (s *suite) connectArgs() []string {
+	return []string{"connect", "--service-url", s.serviceURL, "--with-example",
+		"--workflows", strings.Join([]string{s.orders.ID, s.market.ID, s.feed.ID}, ",")}
+}
+
+// connectAgain runs the user's connect once more after the control runs:
+// the error workflow has run, been unpublished and published again, and
+// still nothing is to change.
+func (s *suite) connectAgain(t *testing.T) {
+	env := s.connectEnv(t)
+	svc := startService(t, s.bin, env)
+	defer svc.stop(t)
+	if out := s.connect(t, env, s.connectArgs()...); !strings.Contains(out, "nothing to change") || strings.Contains(out, "done  ") {
+		t.Errorf("connect after the control runs changed something:\n%s", out)
 	}
 }
 

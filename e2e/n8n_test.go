@@ -52,7 +52,8 @@ func TestRealN8N(t *testing.T) {
 	s := &suite{crm: newFakeCRM(t), slack: newFakeSlack(t), bin: buildService(t), token: randomToken()}
 	s.serviceURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	s.n8n = startN8N(t, home)
-	if os.Getenv("RETRYAUDIT_TEST_N8N_WIRING") == "by-hand" {
+	byHand := os.Getenv("RETRYAUDIT_TEST_N8N_WIRING") == "by-hand"
+	if byHand {
 		s.wire(t) // the README's manual steps, the fallback to connect
 	} else {
 		s.wireWithConnect(t)
@@ -65,6 +66,9 @@ func TestRealN8N(t *testing.T) {
 			s.controlRun(t, backend)
 			t.Logf("timing: the control run on %s took %s", backend, time.Since(start).Round(time.Second))
 		})
+	}
+	if !byHand {
+		t.Run("connect again after the control runs: nothing to change", s.connectAgain)
 	}
 	t.Logf("timing: TestRealN8N took %s", time.Since(began).Round(time.Second))
 }

@@ -163,14 +163,19 @@ func (p *Plan) setErrorWorkflow(ctx context.Context, id string) error {
 func (p *Plan) ErrorWorkflow() Workflow { return p.state.errorWorkflow }
 
 // Published names the workflows this run published (n8n finishes that
-// in the background: see Watch).
-func (p *Plan) Published() []string {
-	var names []string
+// in the background: see Watch): those whose webhooks Watch sees answer,
+// and those it can only give time.
+func (p *Plan) Published() (seen, timed []string) {
 	for _, w := range p.state.watch {
-		names = append(names, fmt.Sprintf("%q", w.Name))
+		if len(webhookPaths(w)) > 0 {
+			seen = append(seen, fmt.Sprintf("%q", w.Name))
+		} else {
+			timed = append(timed, fmt.Sprintf("%q", w.Name))
+		}
 	}
-	slices.Sort(names)
-	return names
+	slices.Sort(seen)
+	slices.Sort(timed)
+	return seen, timed
 }
 
 // Watch waits until n8n has finished publishing what this run published.

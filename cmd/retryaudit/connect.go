@@ -121,11 +121,16 @@ func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(s
 		if err != nil {
 			return err
 		}
-		if published := plan.Published(); len(published) > 0 {
-			if err := plan.Watch(ctx, publishSettle, time.Minute); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "ok    published      n8n has finished publishing %s\n", strings.Join(published, ", "))
+		if err := plan.Watch(ctx, publishSettle, time.Minute); err != nil {
+			return err
+		}
+		seen, timed := plan.Published()
+		if len(seen) > 0 {
+			fmt.Fprintf(out, "ok    published      %s: n8n answers their webhooks\n", strings.Join(seen, ", "))
+		}
+		if len(timed) > 0 {
+			fmt.Fprintf(out, "ok    published      %s: given %s to finish (n8n's API does not show when it has)\n",
+				strings.Join(timed, ", "), publishSettle)
 		}
 	}
 	if *dryRun {

@@ -58,7 +58,8 @@ func TestConnect(t *testing.T) {
 		}
 		for _, says := range []string{"ok    retryaudit     " + svc.URL + " is ready and accepts the token",
 			"done  1. create the Header Auth credential", "done  5. set the error workflow of \"Orders\"",
-			`ok    published      n8n has finished publishing "Orders", "retryaudit: report errors"`,
+			`ok    published      "Orders": n8n answers their webhooks`,
+			`ok    published      "retryaudit: report errors": given 2s to finish`,
 			"ok    drill: retry   through " + svc.URL, "all checks passed"} {
 			if !strings.Contains(out, says) {
 				t.Errorf("the output does not say %q:\n%s", says, out)
