@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build
+.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build image
 
 run:
 	go run ./cmd/retryaudit
@@ -44,5 +44,25 @@ bench-http: build
 bench-overload: build
 	go run ./cmd/retryaudit-bench overload -bin bin/retryaudit $(BENCH_FLAGS)
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS = -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 build:
-	go build -trimpath -ldflags "-s -w -X main.version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev)" -o bin/retryaudit ./cmd/retryaudit
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/retryaudit ./cmd/retryaudit
+
+# The container image, built without a container daemon or a base image
+# (cmd/retryaudit-image): the static binary, this machine's CA
+# certificates, the user retryaudit (65532), /data. One tar that docker load
+# and podman load both read, tagged retryaudit:$(VERSION); every timestamp
+# is the commit's, so one commit gives one image. IMAGE_ARCH=arm64 builds
+# for arm64.
+IMAGE ?= bin/retryaudit-image.tar
+IMAGE_ARCH ?= $(shell go env GOARCH)
+IMAGE_BIN ?= bin/linux-$(IMAGE_ARCH)/retryaudit
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_BIN) ./cmd/retryaudit
+	go run ./cmd/retryaudit-image -bin $(IMAGE_BIN) -arch $(IMAGE_ARCH) -out $(IMAGE) \
+	  -version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH)

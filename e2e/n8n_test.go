@@ -38,9 +38,11 @@ type suite struct {
 	feed       workflow // a polling trigger that fails, to see a trigger error
 }
 
-// TestRealN8N wires retryaudit into a real n8n by the README and runs the
-// control steps through n8n's webhooks and public API, once with retryaudit
-// on its SQLite default and once on PostgreSQL.
+// TestRealN8N wires retryaudit into a real n8n with retryaudit connect
+// alone (or by the README's manual steps, with
+// RETRYAUDIT_TEST_N8N_WIRING=by-hand) and runs the control steps through
+// n8n's webhooks and public API, once with retryaudit on its SQLite default
+// and once on PostgreSQL.
 func TestRealN8N(t *testing.T) {
 	began := time.Now()
 	home := os.Getenv("RETRYAUDIT_TEST_N8N_HOME")
@@ -50,7 +52,12 @@ func TestRealN8N(t *testing.T) {
 	s := &suite{crm: newFakeCRM(t), slack: newFakeSlack(t), bin: buildService(t), token: randomToken()}
 	s.serviceURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	s.n8n = startN8N(t, home)
-	s.wire(t)
+	byHand := os.Getenv("RETRYAUDIT_TEST_N8N_WIRING") == "by-hand"
+	if byHand {
+		s.wire(t) // the README's manual steps, the fallback to connect
+	} else {
+		s.wireWithConnect(t)
+	}
 	t.Logf("timing: n8n started and wired in %s", time.Since(began).Round(time.Second))
 
 	for _, backend := range []string{"sqlite", "postgres"} {
@@ -59,6 +66,9 @@ func TestRealN8N(t *testing.T) {
 			s.controlRun(t, backend)
 			t.Logf("timing: the control run on %s took %s", backend, time.Since(start).Round(time.Second))
 		})
+	}
+	if !byHand {
+		t.Run("connect again after the control runs: nothing to change", s.connectAgain)
 	}
 	t.Logf("timing: TestRealN8N took %s", time.Since(began).Round(time.Second))
 }
@@ -87,7 +97,8 @@ func shipped(t *testing.T, name string, replace map[string]string) []byte {
 	return []byte(s)
 }
 
-// wire does what "Wiring it into n8n" tells a user, in order.
+// wire does by hand what "Wiring it into n8n" tells a user to do when
+// connect cannot, in order.
 func (s *suite) wire(t *testing.T) {
 	n := s.n8n
 	n.setUp(t)

@@ -100,6 +100,9 @@ func (e *envReader) str(name, def string) string {
 }
 
 // secret reads NAME, or the file NAME_FILE names (trailing newline trimmed).
+// An empty file is refused: a secret expected from a file and not written
+// there yet (a container's secret, an API key still to create) must not
+// read as "unset" and start without it, or with a generated one.
 func (e *envReader) secret(name string) string {
 	v, file := e.getenv(name), e.getenv(name+"_FILE")
 	switch {
@@ -111,7 +114,11 @@ func (e *envReader) secret(name string) string {
 			e.fail(name+"_FILE", "cannot read %s: %v", file, err)
 			return ""
 		}
-		return strings.TrimRight(string(b), "\r\n")
+		v := strings.TrimRight(string(b), "\r\n")
+		if strings.TrimSpace(v) == "" {
+			e.fail(name+"_FILE", "%s is empty: write the secret there, or unset %s_FILE", file, name)
+		}
+		return v
 	}
 	return strings.TrimSpace(v)
 }

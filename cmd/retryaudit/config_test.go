@@ -49,6 +49,16 @@ func TestConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("an empty secret file is refused, not read as unset", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "n8n_api_key")
+		os.WriteFile(path, []byte("\n"), 0o600)
+		_, err := loadConfig(env(map[string]string{"RETRYAUDIT_N8N_API_URL": "http://n8n:5678/api/v1",
+			"RETRYAUDIT_N8N_API_KEY_FILE": path}))
+		if err == nil || !strings.Contains(err.Error(), "RETRYAUDIT_N8N_API_KEY_FILE: "+path+" is empty") {
+			t.Errorf("err = %v", err)
+		}
+	})
+
 	t.Run("bcrypt hashes of htpasswd ($2y$) and Go ($2a$)", func(t *testing.T) {
 		h, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 		y := strings.Replace(string(h), "$2a$", "$2y$", 1)
@@ -123,13 +133,13 @@ func TestHelp(t *testing.T) {
 		if err := run(context.Background(), args, env(nil), &out); err != nil {
 			t.Fatal(err)
 		}
-		for _, cmd := range []string{"serve", "migrate", "check", "slack-test", "version"} {
+		for _, cmd := range []string{"serve", "migrate", "check", "connect", "slack-test", "healthcheck", "version"} {
 			if !strings.Contains(out.String(), "  "+cmd) {
 				t.Errorf("%v does not list %s:\n%s", args, cmd, out.String())
 			}
 		}
 	}
-	for _, cmd := range []string{"serve", "migrate", "check", "slack-test", "version"} {
+	for _, cmd := range []string{"serve", "migrate", "check", "connect", "slack-test", "healthcheck", "version"} {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{cmd, "--help"}, env(nil), &out)
 		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: retryaudit "+cmd) {

@@ -15,9 +15,6 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
@@ -44,8 +41,10 @@ func commands() []command {
 		{"serve", "serve the API, the pages and the background jobs (the default)", serveUsage, serve},
 		{"migrate", "apply the database migrations and exit", migrateUsage, migrateCmd},
 		{"check", "check the installation and run a live drill", checkUsage, check},
+		{"connect", "wire retryaudit into a running n8n through n8n's public API", connectUsage, connect},
 		{"slack-test", "send one test message with the configured Slack settings", slackTestUsage, slackTest},
-		{"version", "print the version", "", printVersion},
+		{"healthcheck", "exit 0 when the local service is ready, 1 when not (for HEALTHCHECK)", healthcheckUsage, healthcheck},
+		{"version", "print the version, the revision and the Go version", "", printVersion},
 	}
 }
 
@@ -91,12 +90,4 @@ func usage(out io.Writer) {
 	}
 	fmt.Fprintln(out, "\nConfiguration comes from RETRYAUDIT_* environment variables (see README.md);")
 	fmt.Fprintln(out, "run 'retryaudit COMMAND --help' for a command's flags.")
-}
-
-func printVersion(_ context.Context, fs *flag.FlagSet, args []string, _ func(string) string, out io.Writer) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "retryaudit", version)
-	return nil
 }
