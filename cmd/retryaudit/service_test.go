@@ -20,9 +20,10 @@ import (
 type service struct {
 	URL      string
 	DataDir  string
-	Token    string
-	Password string
-	Output   *output
+	Token     string
+	HookToken string
+	Password  string
+	Output    *output
 	stop     func()
 }
 
@@ -87,6 +88,7 @@ func startService(t *testing.T, env map[string]string) *service {
 	}
 	t.Cleanup(s.stop)
 	s.Token = readSecret(t, filepath.Join(dir, "token"), env["RETRYAUDIT_TOKEN"])
+	s.HookToken = readSecret(t, filepath.Join(dir, "hook-token"), env["RETRYAUDIT_HOOK_TOKEN"])
 	s.Password = readSecret(t, filepath.Join(dir, "ui-password"), "")
 	return s
 }
