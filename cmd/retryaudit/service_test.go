@@ -18,13 +18,13 @@ import (
 // service is retryaudit serve, run in the test's process as main would run
 // it.
 type service struct {
-	URL      string
-	DataDir  string
+	URL       string
+	DataDir   string
 	Token     string
 	HookToken string
 	Password  string
 	Output    *output
-	stop     func()
+	stop      func()
 }
 
 // output collects what the service prints and finds the line that says
