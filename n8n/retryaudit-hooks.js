@@ -9,6 +9,7 @@
 // Configuration, from n8n's environment:
 //   RETRYAUDIT_URL         the service, e.g. http://127.0.0.1:8080
 //   RETRYAUDIT_HOOK_TOKEN  its hook token (or RETRYAUDIT_HOOK_TOKEN_FILE)
+//   RETRYAUDIT_HOOK_TIMEOUT  optional: seconds a call may take (default 5)
 // Without both, the file logs one line and registers no hook.
 //
 // It never slows or fails an execution: the hooks only queue a report and
@@ -426,7 +427,13 @@ function fromEnv(env, log) {
     log(`RETRYAUDIT_URL is not an http(s) URL (${e.message}): the hooks send nothing`);
     return null;
   }
-  return { url, token: token.trim() };
+  const cfg = { url, token: token.trim() };
+  if (env.RETRYAUDIT_HOOK_TIMEOUT) {
+    const seconds = Number(env.RETRYAUDIT_HOOK_TIMEOUT);
+    if (seconds > 0 && seconds <= 300) cfg.timeoutMs = seconds * 1000;
+    else log(`RETRYAUDIT_HOOK_TIMEOUT=${env.RETRYAUDIT_HOOK_TIMEOUT} is not a number of seconds from 0 to 300: using 5`);
+  }
+  return cfg;
 }
 
 function load() {

@@ -212,6 +212,8 @@ test('unconfigured, the file registers no hook and says so once', () => {
   assert.strictEqual(lines.length, 2);
   assert.deepStrictEqual(fromEnv({ RETRYAUDIT_URL: 'http://s:8080', RETRYAUDIT_HOOK_TOKEN: ' t ' }, () => {}),
     { url: 'http://s:8080', token: 't' });
+  assert.deepStrictEqual(fromEnv({ RETRYAUDIT_URL: 'http://s', RETRYAUDIT_HOOK_TOKEN: 't', RETRYAUDIT_HOOK_TIMEOUT: '30' }, () => {}),
+    { url: 'http://s', token: 't', timeoutMs: 30000 });
 });
 
 // child runs the hooks file in a process of its own, as n8n loads it.
