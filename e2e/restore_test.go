@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // start, as a restore from a backup does: n8n's execution ids start again,
 // and ids the service knows name other executions. Before the restore, event E is
 // held by execution a, and b is a Retry of a; after it, a new event F gets
-// a's id and E's redelivery gets b's.
+// a's id and E's redelivery gets b's (runs of the Plain workflow fill the
+// ids between).
 //
 // This depends on the service telling executions apart by n8n's start time
 // (issue 18, items 1 and 2): until then, E's redelivery as "b" is taken
@@ -52,6 +54,7 @@ func (r *run) restoredN8N(t *testing.T) {
 	restarted := time.Now()
 
 	// A new event: n8n gives it a's id again. It acts, once.
+	r.padTo(t, a)
 	f := r.newID()
 	status, out := r.deliver(t, "orders", f)
 	if status != http.StatusOK || out["outcome"] != "done" {
@@ -69,6 +72,7 @@ func (r *run) restoredN8N(t *testing.T) {
 
 	// E again: n8n gives the delivery b's id, which the service knew as a
 	// Retry of E's holder. It is a redelivery of an event in progress.
+	r.padTo(t, b)
 	creates := r.crm.createCount()
 	status, out = r.deliver(t, "orders", e)
 	if status != http.StatusOK || out["duplicate"] != true || out["decision"] != "in_progress" {
@@ -145,3 +149,32 @@ func (n *n8n) restore(t *testing.T, backup string) {
 
 // database is where n8n keeps its SQLite database.
 func (n *n8n) database() string { return filepath.Join(n.cfg.User, ".n8n", "database.sqlite") }
+
+// padTo runs the Plain workflow until n8n's newest execution is the one
+// before id, so that the next execution gets id.
+func (r *run) padTo(t *testing.T, id string) {
+	t.Helper()
+	want, err := strconv.Atoi(id)
+	if err != nil {
+		t.Fatalf("execution id %q is not a number", id)
+	}
+	for {
+		var page struct {
+			Data []n8nExecution `json:"data"`
+		}
+		r.n8n.api(t, "GET", "/executions?limit=1", nil, http.StatusOK, &page)
+		newest := 0
+		if len(page.Data) > 0 {
+			newest, _ = strconv.Atoi(page.Data[0].ID)
+		}
+		switch {
+		case newest == want-1:
+			return
+		case newest >= want:
+			t.Fatalf("n8n's newest execution is %d already: the next cannot be %s", newest, id)
+		}
+		if status, raw := do(t, http.DefaultClient, "POST", r.n8n.URL+"/webhook/plain", nil, map[string]any{}); status != http.StatusOK {
+			t.Fatalf("the Plain workflow was answered %d %s", status, raw)
+		}
+	}
+}
