@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -54,6 +55,46 @@ const NoteCleaned = "NUL characters or invalid UTF-8 in the payload were replace
 // (\xff, \ud800) so that two ids that differ only there stay two.
 const NoteVisible = `bytes that are not UTF-8 and lone surrogates in the payload were written out as text (\xff, \ud800)`
 
+// NoteOneLine is the note of a report whose workflow or node name held
+// control characters, written out as text (audit.OneLine).
+const NoteOneLine = `control characters in the workflow or node name were written out as text (\n)`
+
+// BodyDedupeKey is the dedupe key of a report that names no execution it
+// can be known by: the SHA-256 of the body's bytes, so that the same body
+// sent twice is one error and two bodies are two.
+func BodyDedupeKey(sum [32]byte) string { return "sha256:" + hex.EncodeToString(sum[:]) }
+
+// IDProblem says why an id from outside cannot be kept as sent ("" when it
+// can): the rules of a claim's ids, valid UTF-8, no control characters, at
+// most MaxIDLen characters.
+func IDProblem(id string) string {
+	f := FieldErrors{}
+	f.id("id", id, false)
+	return f["id"]
+}
+
+// RefuseID drops one of the report's ids, which could not be kept exactly
+// as it was sent (field is the payload's name for it, such as
+// execution.id), and says so in the note. An error whose execution id is
+// refused names no execution: it is recorded as unknown_shape, linked to
+// nothing and told apart by its body (sum), so that an id can neither be
+// read as another one nor merge two errors.
+func (r *N8NErrorReport) RefuseID(field, problem string, sum [32]byte) {
+	switch field {
+	case "execution.id":
+		r.ExecutionID, r.RetryOf = "", ""
+		if r.Kind == N8NErrorExecution || r.Kind == N8NErrorTest {
+			r.Kind = N8NErrorUnknown
+		}
+		r.DedupeKey = BodyDedupeKey(sum)
+	case "execution.retryOf":
+		r.RetryOf = ""
+	case "workflow.id":
+		r.WorkflowID = ""
+	}
+	r.AddNote(field + " was not used as an id: it " + problem)
+}
+
 // AddNote adds a note, once.
 func (r *N8NErrorReport) AddNote(note string) {
 	switch {
@@ -81,7 +122,8 @@ func DefaultMessage(kind string, keys []string) string {
 
 // stored returns the report as the store keeps it, whoever built it: every
 // text valid UTF-8 without NUL; the message, the URL and the workflow's and
-// the node's names redacted.
+// the node's names redacted; the names, the mode and the HTTP code on one
+// line.
 func (r N8NErrorReport) Stored(red Redactor) N8NErrorReport {
 	cleaned := false
 	for _, f := range []*string{&r.DedupeKey, &r.ExecutionID, &r.RetryOf, &r.WorkflowID, &r.WorkflowName,
@@ -95,5 +137,14 @@ func (r N8NErrorReport) Stored(red Redactor) N8NErrorReport {
 	}
 	r.Message, r.URL = red.RedactText(r.Message), red.RedactText(r.URL)
 	r.WorkflowName, r.Node = red.RedactText(r.WorkflowName), red.RedactText(r.Node)
+	lines := false
+	for _, f := range []*string{&r.WorkflowName, &r.Node, &r.Mode, &r.HTTPCode} {
+		one := OneLine(*f)
+		lines = lines || one != *f
+		*f = one
+	}
+	if lines {
+		r.AddNote(NoteOneLine)
+	}
 	return r
 }

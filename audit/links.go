@@ -87,19 +87,30 @@ func (l Links) Editor(executionID string) string {
 }
 
 // N8NExecution returns an execution's page in n8n's editor, built from the
-// editor URL configured for the execution's instance; without one (or
-// without a workflow id of that instance) it falls back to the URL n8n put
-// in the payload, which may be empty.
-func (l Links) N8NExecution(workflowID, executionID, fallback string) string {
+// editor URL configured for the execution's instance, or "" without one (or
+// without a workflow id of that instance). Every outward link is built from
+// configuration: the URL an error payload carries (execution.url) may say
+// anything and is shown as text only, never linked.
+func (l Links) N8NExecution(workflowID, executionID string) string {
 	instance, exec := l.Instance(executionID)
 	wfInstance, wf := l.Instance(workflowID)
 	if editor := l.Editor(executionID); editor != "" && wf != "" && exec != "" && wfInstance == instance {
 		return editor + "/workflow/" + url.PathEscape(wf) + "/executions/" + url.PathEscape(exec)
 	}
-	if strings.HasPrefix(fallback, "http://") || strings.HasPrefix(fallback, "https://") {
-		return fallback
-	}
 	return ""
+}
+
+// NoN8NLink says why an execution has no link into n8n's editor.
+func (l Links) NoN8NLink(workflowID, executionID string) string {
+	switch instance, _ := l.Instance(executionID); {
+	case l.Editor(executionID) == "" && instance == DefaultInstance:
+		return "no link: set RETRYAUDIT_N8N_EDITOR_URL"
+	case l.Editor(executionID) == "":
+		return "no link: set the editor URL of n8n instance " + instance
+	case executionID == "":
+		return "no link: no execution id"
+	}
+	return "no link: no workflow id of the execution's n8n instance"
 }
 
 // CRMOrder returns the CRM's page of an event's order, or "" when the
@@ -159,6 +170,16 @@ func ParseCRMLinks(s string) (map[string]string, error) {
 		u, err := url.Parse(expandCRM(tmpl, map[string]string{}))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%s: %q is not an http(s) URL", source, tmpl)
+		}
+		// A value from a request may fill the path and the query, never
+		// the host: "https://crm.example{crm_ref}" with "@evil.example"
+		// would link elsewhere.
+		_, host, _ := strings.Cut(tmpl, "://")
+		if end := strings.IndexAny(host, "/?#"); end >= 0 {
+			host = host[:end]
+		}
+		if strings.Contains(host, "{") {
+			return nil, fmt.Errorf("%s: %q: placeholders may stand in the path and the query only, not in the host", source, tmpl)
 		}
 		links[source] = tmpl
 	}

@@ -29,7 +29,8 @@ func TestCRMLinks(t *testing.T) {
 	if got := l.Event("shop", "a/b %ü"); got != "https://ra.example/events/shop/a%2Fb%20%25%C3%BC" {
 		t.Errorf("Event = %s", got)
 	}
-	for _, bad := range []string{"shop", "shop=ftp://x/{event_id}", "shop=https://x/{order}", "=https://x"} {
+	for _, bad := range []string{"shop", "shop=ftp://x/{event_id}", "shop=https://x/{order}", "=https://x",
+		"shop=https://crm.example{crm_ref}", "shop=https://{source}.crm.example/o"} {
 		if _, err := audit.ParseCRMLinks(bad); err == nil {
 			t.Errorf("ParseCRMLinks(%q) accepted it", bad)
 		} else if strings.Contains(bad, "{order}") && !strings.Contains(err.Error(), "{order}") {

@@ -3,6 +3,8 @@ package audit
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -68,9 +70,39 @@ type Attempt struct {
 	Root *ThreadRoot
 }
 
+// HeldBackAfter is how long an alert may wait to be sent before it counts
+// as held back: longer than the grace of an unlinked error, the pacing of a
+// busy channel and a few retries through a Slack blip.
+const HeldBackAfter = 5 * time.Minute
+
 // Stats are the figures the metrics and the self-check read.
 type Stats struct {
 	OutboxDepth     int
 	OutboxOldestAge time.Duration
-	ReviewQueue     int
+	// HeldBack counts the messages waiting longer than HeldBackAfter;
+	// HeldBackError is what the oldest one's last attempt met ("" before
+	// any attempt).
+	HeldBack      int
+	HeldBackError string
+	ReviewQueue   int
+}
+
+// HeldBackNote says, when messages wait longer than HeldBackAfter, how
+// many, since when and what their last attempt met, for the overview and
+// the self-check: an alert nobody receives must not go unnoticed. It is ""
+// when none waits.
+func (st Stats) HeldBackNote() string {
+	if st.HeldBack == 0 {
+		return ""
+	}
+	what := "1 Slack message has"
+	if st.HeldBack > 1 {
+		what = strconv.Itoa(st.HeldBack) + " Slack messages have"
+	}
+	msg := fmt.Sprintf("%s waited more than %s to be sent (the oldest for %s).", what,
+		HumanDuration(HeldBackAfter, " "), HumanDuration(st.OutboxOldestAge, " "))
+	if st.HeldBackError != "" {
+		msg += " The last attempt met: " + Truncate(st.HeldBackError, 300) + "."
+	}
+	return msg + " The log says what to fix."
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,41 @@ func CleanText(s string) (string, bool) {
 		return s, false
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, Replacement), "\x00", Replacement), true
+}
+
+// OneLine writes the control characters of a name out as text (a newline
+// as \n, a bell as \x07, U+0085 as \u0085), and the line and paragraph
+// separators with them, so that a name from outside stays on one line
+// wherever it is shown: in a Slack field it cannot start a line of its own
+// that reads like one of ours. Claims refuse such names; an error payload
+// is recorded whatever it holds, so its names are written out instead.
+func OneLine(s string) string {
+	if strings.IndexFunc(s, breaksLine) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80 && breaksLine(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case breaksLine(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// breaksLine reports a control character or a line or paragraph separator.
+func breaksLine(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // Truncate cuts s to at most n characters, marking the cut with "…".

@@ -1,8 +1,10 @@
 package audit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -30,6 +32,23 @@ func TestHumanDuration(t *testing.T) {
 	} {
 		if got := audit.HumanDuration(tc.d, tc.sep); got != tc.want {
 			t.Errorf("HumanDuration(%s) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"Orders to CRM":             "Orders to CRM",
+		"orders\n*Status*\r\n":      `orders\n*Status*\r\n`,
+		"a\tb\x07c\x00\x7f":         `a\tb\x07c\x00\x7f`,
+		"nel\u0085ls\u2028ps\u2029": `nel\u0085ls\u2028ps\u2029`,
+		"ünïcödé 🙂":                 "ünïcödé 🙂",
+	} {
+		if got := audit.OneLine(in); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+		if strings.IndexFunc(audit.OneLine(in), unicode.IsControl) >= 0 {
+			t.Errorf("OneLine(%q) keeps a control character", in)
 		}
 	}
 }

@@ -107,8 +107,13 @@ func (s *signIn) user(r *http.Request) (name string, v verdict, wait time.Durati
 	if known {
 		return name, signedIn, 0
 	}
+	// The per-address and per-name limits first, then the bucket for
+	// everyone: the strangers' half when this address failed again and
+	// again, else the half of first tries. Each is given back unless the
+	// password turns out wrong, so only failures are charged.
 	now := s.now()
-	byAddr, wait := s.byAddr.reserve(clientAddr(r, s.cfg.TrustedProxies), now)
+	addr := clientAddr(r, s.cfg.TrustedProxies)
+	byAddr, wait := s.byAddr.reserve(addr, now)
 	if byAddr == nil {
 		return "", limitedOut, wait
 	}
@@ -117,7 +122,11 @@ func (s *signIn) user(r *http.Request) (name string, v verdict, wait time.Durati
 		byAddr.CancelAt(now)
 		return "", limitedOut, wait
 	}
-	byAll, wait := s.byAll.reserve("all", now)
+	scope := scopeFirstTries
+	if s.byAddr.stranger(addr, now) {
+		scope = scopeStrangers
+	}
+	byAll, wait := s.byAll.reserve(scope, now)
 	if byAll == nil {
 		byAddr.CancelAt(now)
 		byUser.CancelAt(now)
@@ -131,11 +140,13 @@ func (s *signIn) user(r *http.Request) (name string, v verdict, wait time.Durati
 			byAll.CancelAt(now)
 			return "", busy, 0
 		}
+		s.byAddr.failed(addr, now)
 		return "", refused, 0 // the attempt stays counted
 	}
 	byAddr.CancelAt(now) // a success costs nothing
 	byUser.CancelAt(now)
 	byAll.CancelAt(now)
+	s.byAddr.succeeded(addr)
 	s.mu.Lock()
 	if len(s.ok) > 1000 {
 		s.ok = map[[32]byte]bool{}

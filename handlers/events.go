@@ -68,8 +68,11 @@ type executionJSON struct {
 	Delivery     string `json:"delivery,omitempty"`
 	Class        string `json:"redelivery_class,omitempty"`
 	DeliveryID   string `json:"delivery_id,omitempty"`
-	N8NURL       string `json:"n8n_url,omitempty"`
-	Note         string `json:"lineage_note,omitempty"`
+	N8NURL       string `json:"n8n_url,omitempty"` // built from the configured editor URL only
+	// ReportedURL is the address n8n's error payload carried
+	// (execution.url): text, not checked, never a link of ours.
+	ReportedURL string `json:"reported_url,omitempty"`
+	Note        string `json:"lineage_note,omitempty"`
 }
 
 type errorJSON struct {
@@ -140,7 +143,8 @@ func (h *Handler) getEvent(c *gin.Context) {
 	for _, x := range d.Executions {
 		out.Executions = append(out.Executions, executionJSON{ExecutionID: x.ID, WorkflowID: x.WorkflowID,
 			WorkflowName: x.WorkflowName, Mode: x.Mode, RetryOf: x.RetryOf, Root: x.Root, Role: x.Role,
-			Delivery: x.Delivery, Class: x.Class, DeliveryID: x.DeliveryID, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL), Note: x.Note})
+			Delivery: x.Delivery, Class: x.Class, DeliveryID: x.DeliveryID, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID),
+			ReportedURL: x.URL, Note: x.Note})
 	}
 	for _, e := range d.Errors {
 		out.Errors = append(out.Errors, errorJSON{ID: e.ID, Kind: e.Kind, ExecutionID: e.ExecutionID, Node: e.Node,

@@ -35,9 +35,9 @@ type Config struct {
 	// still recorded, with its payload cut; past this, only its first
 	// MaxErrorBody bytes are read.
 	MaxErrorBody int64
-	// BodyBudget caps the bytes of request bodies being read at once, over
-	// every request: past it, a request is answered 503 with Retry-After
-	// before its body is read.
+	// BodyBudget caps the bytes of request bodies held at once, over every
+	// request, counted as they arrive: past it, a request is answered 503
+	// with Retry-After.
 	BodyBudget int64
 	// APITimeout bounds how long a /v1 request may take (default 15s):
 	// past it the answer is 503, better than n8n waiting for its own

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
@@ -122,21 +121,18 @@ func TestBadBytesMatrix(t *testing.T) {
 				}
 			})
 		}
-		t.Run("ids that differ only in bytes the decoder would replace stay two errors", func(t *testing.T) {
+		t.Run("ids that differ only in bytes the decoder would replace stay two errors, and name no execution", func(t *testing.T) {
 			for _, pair := range [][2]string{{"7\xff", "7\xfe"}, {`7\ud800`, `7\udbff`}, {`7\udc00`, "7\xed\xb0\x80"}} {
-				var ids []any
 				for _, id := range pair {
 					body := `{"execution":{"id":"` + id + `","mode":"webhook","error":{"message":"boom"}},"workflow":{"id":"w"}}`
 					code, out := s.raw(t, "POST", "/v1/n8n/errors", []byte(body), false)
 					var res map[string]any
 					json.Unmarshal([]byte(out), &res)
-					if code != http.StatusAccepted || res["duplicate"] != false || res["note"] != audit.NoteVisible {
+					note := fmt.Sprint(res["note"])
+					if code != http.StatusAccepted || res["duplicate"] != false || res["execution_id"] != nil ||
+						!strings.Contains(note, "execution.id was not used as an id") || !strings.Contains(note, audit.NoteVisible) {
 						t.Fatalf("execution id %q: %d %s", id, code, out)
 					}
-					ids = append(ids, res["execution_id"])
-				}
-				if ids[0] == ids[1] || !strings.HasPrefix(fmt.Sprint(ids[0]), `7\`) {
-					t.Errorf("%q and %q were recorded as %q and %q", pair[0], pair[1], ids[0], ids[1])
 				}
 			}
 			var rec struct {
@@ -144,12 +140,6 @@ func TestBadBytesMatrix(t *testing.T) {
 				Note    string `db:"intake_note"`
 			}
 			q := s.store.DB().Rebind(`SELECT message, intake_note FROM n8n_errors WHERE execution_id = ?`)
-			if err := s.store.DB().Get(&rec, q, `7\xfe`); err != nil {
-				t.Fatal(err)
-			}
-			if rec.Note != audit.NoteVisible {
-				t.Errorf("stored note %q", rec.Note)
-			}
 			if err := s.store.DB().Get(&rec, q, "707"); err != nil {
 				t.Fatal(err)
 			}
@@ -249,60 +239,6 @@ func TestOversizedErrorPayloads(t *testing.T) {
 			}
 		})
 	})
-}
-
-// TestBodyBudget: while bodies being read fill the budget, another request
-// with a body is answered 503 with Retry-After before it is read.
-func TestBodyBudget(t *testing.T) {
-	s := newServer(t, "sqlite", func(c *handlers.Config, _ *store.Options) {
-		c.MaxBody, c.MaxErrorBody, c.BodyBudget = 1<<20, 1<<20, 1<<20
-	})
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	req, _ := http.NewRequest("POST", s.URL+"/v1/n8n/errors", pr)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.ContentLength = 1 << 20
-	started := make(chan struct{})
-	done := make(chan int, 1)
-	go func() {
-		resp, err := s.client.Do(req)
-		if err != nil {
-			done <- 0
-			return
-		}
-		resp.Body.Close()
-		done <- resp.StatusCode
-	}()
-	head := `{"workflow":{"id":"slow"},"pad":"`
-	go func() {
-		pw.Write([]byte(head)) // the handler is now reading it, holding the whole budget
-		close(started)
-	}()
-	<-started
-	var code int
-	var retry string
-	for range 200 { // until the slow request's handler holds the budget
-		req2, _ := http.NewRequest("POST", s.URL+"/v1/n8n/errors", strings.NewReader(`{"workflow":{"id":"other"}}`))
-		req2.Header.Set("Authorization", "Bearer "+testToken)
-		resp, err := s.client.Do(req2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		code, retry = resp.StatusCode, resp.Header.Get("Retry-After")
-		if code == http.StatusServiceUnavailable {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if code != http.StatusServiceUnavailable || retry == "" {
-		t.Errorf("with the budget held: %d, Retry-After %q", code, retry)
-	}
-	pw.Write([]byte(strings.Repeat("p", 1<<20-len(head)-2) + `"}`))
-	pw.Close()
-	if code := <-done; code != http.StatusAccepted {
-		t.Errorf("the slow body: %d", code)
-	}
 }
 
 // TestDotIDsReachTheirPages: "." and ".." are ids like any other; their

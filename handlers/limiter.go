@@ -21,6 +21,12 @@ type Limit struct {
 // mistypes twice is not slowed down; a script trying passwords is answered
 // 429 after a few, and strangers with many addresses and names still cost
 // at most a few bcrypt comparisons per second (about a sixth of one CPU).
+//
+// Everyone is two buckets of that size, charged only by failures: one for
+// the addresses that failed again and again (strangers), one for the first
+// tries of every other address. Strangers using up theirs cannot stop a
+// person whose address has not failed: that person's try draws on the
+// other bucket, which only first tries that fail can empty.
 type SignInLimits struct {
 	PerAddress, PerUser, Everyone Limit
 }
@@ -42,6 +48,17 @@ func (l Limit) or(def Limit) Limit {
 const (
 	limitWindow = time.Minute // how often a limited key is logged, at most
 	maxLimited  = 10000       // keys remembered before the full ones are forgotten
+	// strangerAfter failures in a row, each within failMemory of the last,
+	// make an address a stranger: a person who mistypes once is not one,
+	// and an attacker must wait this long between tries to stop being one.
+	strangerAfter = 2
+	failMemory    = 15 * time.Minute
+)
+
+// The two keys of the bucket for everyone.
+const (
+	scopeStrangers  = "strangers"
+	scopeFirstTries = "first tries"
 )
 
 // limiterSet is one token bucket per key (an address, a user name).
@@ -57,6 +74,10 @@ type limiterSet struct {
 type limited struct {
 	lim    *rate.Limiter
 	logged time.Time
+	// failures counts the key's failed sign-ins since its last success,
+	// each within failMemory of the one before; lastFailure is the latest.
+	failures    int
+	lastFailure time.Time
 }
 
 func newLimiterSet(what string, l Limit, log *slog.Logger) *limiterSet {
@@ -89,11 +110,44 @@ func (s *limiterSet) reserve(key string, now time.Time) (*rate.Reservation, time
 	return r, 0
 }
 
-// forgetFull drops the keys whose bucket is full again: they hold nothing
-// a new bucket would not.
+// failed records a failed sign-in of key.
+func (s *limiterSet) failed(key string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.keys[key]
+	if l == nil {
+		return // forgotten in a flood: it starts again as a first try
+	}
+	if now.Sub(l.lastFailure) >= failMemory {
+		l.failures = 0
+	}
+	l.failures++
+	l.lastFailure = now
+}
+
+// succeeded clears key's failures: an address someone signed in from is a
+// person's.
+func (s *limiterSet) succeeded(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.keys[key]; l != nil {
+		l.failures = 0
+	}
+}
+
+// stranger reports whether key failed strangerAfter times in a row lately.
+func (s *limiterSet) stranger(key string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.keys[key]
+	return l != nil && l.failures >= strangerAfter && now.Sub(l.lastFailure) < failMemory
+}
+
+// forgetFull drops the keys whose bucket is full again and that are no
+// strangers: they hold nothing a new bucket would not.
 func (s *limiterSet) forgetFull(now time.Time) {
 	for k, l := range s.keys {
-		if l.lim.TokensAt(now) >= float64(s.burst) {
+		if l.lim.TokensAt(now) >= float64(s.burst) && (l.failures < strangerAfter || now.Sub(l.lastFailure) >= failMemory) {
 			delete(s.keys, k)
 		}
 	}

@@ -87,29 +87,3 @@ func (h *Handler) bearer(c *gin.Context) {
 	c.Set(ctxInstance, instance)
 	c.Next()
 }
-
-// bodyBudget admits a request with a body only while the bytes of the
-// bodies being read stay within the budget: a flood of large bodies is
-// answered 503 at once instead of filling the memory. A request reserves its
-// Content-Length, or the most its route reads when the length is unknown.
-func (h *Handler) bodyBudget(limit int64) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		n := c.Request.ContentLength
-		if n == 0 || c.Request.Body == nil || c.Request.Body == http.NoBody {
-			c.Next()
-			return
-		}
-		if n < 0 || n > limit {
-			n = limit
-		}
-		n = min(n, h.cfg.BodyBudget)
-		if !h.bodies.TryAcquire(n) {
-			c.Header("Retry-After", "1")
-			h.apiError(c, http.StatusServiceUnavailable, "busy",
-				"the service is reading too many request bodies at once; nothing was recorded, try again", nil)
-			return
-		}
-		defer h.bodies.Release(n)
-		c.Next()
-	}
-}

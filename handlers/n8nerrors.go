@@ -39,7 +39,13 @@ func (h *Handler) n8nError(c *gin.Context) {
 			"the body must be one JSON object, as n8n's Error Trigger emits it: "+problem, nil)
 		return
 	}
+	refused := h.refusedIDs(b.value, b.visible)
 	r := n8n.ParseErrorTriggerBody(b.sum, b.value)
+	for _, p := range payloadIDs {
+		if problem, ok := refused[p.field]; ok {
+			r.RefuseID(p.field, problem, b.sum)
+		}
+	}
 	r.OfInstance(c.GetString(ctxInstance))
 	if b.visible {
 		r.AddNote(audit.NoteVisible)

@@ -45,7 +45,11 @@ func (h *Handler) overviewPage(c *gin.Context) {
 	d.Ages = agesChart(st.Ages)
 	d.Resolution = resolutionChart(st.Resolutions)
 	d.Alerts, d.AlertTable = alertsChart(st)
-	h.render(c, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+	v := view{Title: "Overview", Nav: "overview", Data: d}
+	if now, err := h.store.Stats(c.Request.Context()); err == nil {
+		v.Problem = now.HeldBackNote() // an alert nobody receives shows here
+	}
+	h.render(c, http.StatusOK, "overview", v)
 }
 
 // activityChart stacks, per bucket, first deliveries, the redeliveries

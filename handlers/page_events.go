@@ -173,12 +173,12 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	for _, x := range d.Executions {
 		retryOf[x.ID] = x.RetryOf
 		if x.ID == d.HolderExecutionID {
-			data.HolderN8N = h.links.N8NExecution(x.WorkflowID, x.ID, x.URL)
+			data.HolderN8N = h.links.N8NExecution(x.WorkflowID, x.ID)
 		}
 	}
 	for _, x := range d.Executions {
 		data.Executions = append(data.Executions, executionRow{EventExecution: x, Chain: chain(retryOf, x.RetryOf),
-			N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL)})
+			N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID)})
 	}
 	cutoff := h.cfg.Now().Add(-h.store.ReviewAfter())
 	itemHolder := map[string]string{}
@@ -191,7 +191,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	data.Evidence = h.evidence(d, itemHolder)
 	errURL := map[int64]string{}
 	for _, e := range d.Errors {
-		errURL[e.ID] = h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)
+		errURL[e.ID] = h.links.N8NExecution(e.WorkflowID, e.ExecutionID)
 	}
 	wf := map[string]string{}
 	for _, x := range d.Executions {
@@ -204,7 +204,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 		if l.ErrorID != nil {
 			e.ErrorID, e.N8NURL = *l.ErrorID, errURL[*l.ErrorID]
 		} else if l.ExecutionID != "" {
-			e.N8NURL = h.links.N8NExecution(wf[l.ExecutionID], l.ExecutionID, "")
+			e.N8NURL = h.links.N8NExecution(wf[l.ExecutionID], l.ExecutionID)
 		}
 		data.Timeline = append(data.Timeline, e)
 	}

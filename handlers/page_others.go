@@ -42,7 +42,7 @@ func shortDuration(d time.Duration) string {
 
 type executionData struct {
 	audit.Execution
-	N8NURL string
+	N8N    n8nLink
 	Up     []audit.Execution
 	Down   []audit.Execution
 	Events []audit.TouchedEvent
@@ -67,7 +67,7 @@ func (h *Handler) executionPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	d := executionData{Execution: x, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID, x.URL), Up: up, Down: down}
+	d := executionData{Execution: x, N8N: h.n8nLink(x.WorkflowID, x.ID, x.URL), Up: up, Down: down}
 	if d.Events, err = h.store.ExecutionEvents(ctx, id); err != nil {
 		h.pageFail(c, err)
 		return
@@ -117,10 +117,24 @@ func (h *Handler) errorsPage(c *gin.Context) {
 	h.render(c, http.StatusOK, "errors", view{Title: "Errors", Nav: "errors", Data: d})
 }
 
+// n8nLink is an execution's link into n8n's editor, built from the
+// configuration only; without one, why not, and the address the error
+// payload carried, to show as text.
+type n8nLink struct {
+	URL, Why, Reported string
+}
+
+func (h *Handler) n8nLink(workflowID, executionID, reported string) n8nLink {
+	if u := h.links.N8NExecution(workflowID, executionID); u != "" {
+		return n8nLink{URL: u}
+	}
+	return n8nLink{Why: h.links.NoN8NLink(workflowID, executionID), Reported: audit.Truncate(reported, 500)}
+}
+
 type errorData struct {
 	audit.N8NErrorRecord
-	N8NURL string
-	Event  *audit.EventKey
+	N8N   n8nLink
+	Event *audit.EventKey
 }
 
 // errorPage shows one error with its raw payload (credentials redacted at
@@ -136,7 +150,7 @@ func (h *Handler) errorPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	d := errorData{N8NErrorRecord: e, N8NURL: h.links.N8NExecution(e.WorkflowID, e.ExecutionID, e.URL)}
+	d := errorData{N8NErrorRecord: e, N8N: h.n8nLink(e.WorkflowID, e.ExecutionID, e.URL)}
 	if ev, ok := e.Linked(); ok {
 		d.Event = &ev
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/handlers"
@@ -123,4 +125,62 @@ func TestFailedSignInsOfEveryoneAreLimited(t *testing.T) {
 	if want := 20 - handlers.DefaultSignInLimits.Everyone.Burst; limited != want {
 		t.Errorf("%d of 20 spread tries limited, want %d", limited, want)
 	}
+}
+
+// TestPeopleSignInWhileStrangersFail replays the attack of issue 19: two
+// addresses send wrong passwords as fast as they may while twelve people,
+// one every 1.5 s, each from an address of their own, sign in with the
+// right one. Every person gets in; the strangers keep meeting 429.
+func TestPeopleSignInWhileStrangersFail(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		clock := audittest.NewClock(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+		s := newServer(t, dialect, func(c *handlers.Config, o *store.Options) {
+			withUI(c, o)
+			c.Now = clock.Now
+			c.UI.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			for i := range 12 {
+				hash, _ := bcrypt.GenerateFromPassword([]byte(fmt.Sprintf("password of %d", i)), bcrypt.MinCost)
+				c.UI.Users[fmt.Sprintf("person-%d", i)] = hash
+			}
+		})
+		from := func(addr string) map[string]string { return map[string]string{"X-Forwarded-For": addr} }
+		in, strangers := 0, map[int]int{}
+		const tick = 100 * time.Millisecond // each stranger tries 10 times a second
+		for step := range 12 * 15 {
+			for _, addr := range []string{"203.0.113.66", "203.0.113.77"} {
+				resp, _ := s.pageWith(t, "GET", "/", fmt.Sprintf("admin:guess-%d", step), nil, from(addr))
+				strangers[resp.StatusCode]++
+			}
+			if step%15 == 14 { // every 1.5 s, a person
+				i := step / 15
+				resp, _ := s.pageWith(t, "GET", "/", fmt.Sprintf("person-%d:password of %d", i, i), nil,
+					from(fmt.Sprintf("198.51.100.%d", i+1)))
+				if resp.StatusCode == http.StatusOK {
+					in++
+				} else {
+					t.Errorf("person %d at %s: %d", i, clock.Now().Format(time.TimeOnly), resp.StatusCode)
+				}
+			}
+			clock.Advance(tick)
+		}
+		if in != 12 {
+			t.Errorf("%d of 12 people signed in during the attack", in)
+		}
+		// One mistake does not make a person a stranger.
+		for _, try := range []struct {
+			pass string
+			want int
+		}{{"typo", http.StatusUnauthorized}, {"password of 3", http.StatusOK}} {
+			s.pageWith(t, "GET", "/", "admin:guess", nil, from("203.0.113.66"))
+			if resp, _ := s.pageWith(t, "GET", "/", "person-3:"+try.pass, nil, from("198.51.100.200")); resp.StatusCode != try.want {
+				t.Errorf("person 3 with %q during the attack: %d, want %d", try.pass, resp.StatusCode, try.want)
+			}
+			clock.Advance(time.Second)
+		}
+		// The strangers' passwords were checked no more often than their
+		// address's limit allows: a burst of 5, then 1 a second, each.
+		if n := strangers[http.StatusUnauthorized]; n > 2*(5+18+1) || strangers[http.StatusTooManyRequests] == 0 {
+			t.Errorf("the strangers were answered %v", strangers)
+		}
+	})
 }

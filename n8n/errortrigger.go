@@ -3,7 +3,6 @@ package n8n
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -84,7 +83,7 @@ func ParseErrorTriggerBody(sum [32]byte, v map[string]any) audit.N8NErrorReport 
 	case audit.N8NErrorTest:
 		r.DedupeKey = "test:" + r.ExecutionID
 	default:
-		r.DedupeKey = "sha256:" + hex.EncodeToString(sum[:])
+		r.DedupeKey = audit.BodyDedupeKey(sum)
 	}
 	return r
 }

@@ -170,6 +170,16 @@ func (w *Worker) find(ctx context.Context, row audit.OutboxRow, channel string, 
 				"row", row.ID, "channel", channel)
 		}
 		return Posted{}, false, nil
+	case errors.Is(err, ErrCannotLook):
+		// Looking again would hold the message back until it dead-letters
+		// a day later, and nobody would know: post it (with its metadata,
+		// so that a lookup that works again finds it) and say what to fix.
+		if w.once("cannot look: " + err.Error()) {
+			w.Log.Warn("outbox: an attempt may have posted its message already, and the channel's history cannot be "+
+				"read to find out: it is posted again and a duplicate is possible", "row", row.ID, "channel", channel,
+				"err", err)
+		}
+		return Posted{}, false, nil
 	case err != nil:
 		w.pause(ctx, channel, err)
 		return Posted{}, false, err

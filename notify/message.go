@@ -202,13 +202,14 @@ func (r *Renderer) editorLink(a audit.Alert) string {
 	if r.links.Editor(a.ExecutionID) == "" {
 		return ""
 	}
-	return r.links.N8NExecution(a.WorkflowID, a.ExecutionID, "")
+	return r.links.N8NExecution(a.WorkflowID, a.ExecutionID)
 }
 
 // payloadLink returns the URL the error payload carried, and its host, when
-// no editor URL is configured to build a trusted one.
+// no link can be built from the configured editor URL (none is set, or the
+// payload names no workflow).
 func (r *Renderer) payloadLink(a audit.Alert) (string, string) {
-	if r.links.Editor(a.ExecutionID) != "" || a.N8NURL == "" {
+	if r.editorLink(a) != "" || a.N8NURL == "" {
 		return "", ""
 	}
 	u, err := url.Parse(a.N8NURL)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/retryaudit/retryaudit/audit"
 )
 
 // Slack's limits (docs.slack.dev/reference/block-kit): a message over one of
@@ -74,10 +76,13 @@ func neutral(s string) string {
 }
 
 // escape makes text from outside safe for Slack's mrkdwn: &, < and > are
-// its control characters (links, <!channel>, <@U123>), and bare mentions
-// are neutralised.
+// its control characters (links, <!channel>, <@U123>), bare mentions are
+// neutralised, and line breaks and other control characters are written
+// out (audit.OneLine), so that a value never starts a line of its own: a
+// workflow named "orders\n*Status*\n…" cannot forge a field. Only the
+// lines this package writes break lines.
 func escape(s string) string {
-	return neutral(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s))
+	return neutral(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(audit.OneLine(s)))
 }
 
 // plain makes text from outside safe for a plain_text object: Slack shows

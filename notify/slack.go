@@ -38,7 +38,9 @@ type Notifier interface {
 type Finder interface {
 	// Find looks for a message with m's metadata posted since since (in
 	// m's thread when it is a reply). It returns ErrNoHistory when the
-	// token may not read the channel's history.
+	// token may not read the channel's history, and an error matching
+	// ErrCannotLook when the lookup fails for another reason that will not
+	// pass by itself.
 	Find(ctx context.Context, m Message, since time.Time) (Posted, bool, error)
 }
 
@@ -46,6 +48,52 @@ type Finder interface {
 // history (channels:history for a public channel, groups:history for a
 // private one).
 var ErrNoHistory = errors.New("slack: the token may not read the channel's history (add channels:history or groups:history)")
+
+// ErrCannotLook means the history lookup fails for a reason that will not
+// pass by itself (the bot is not in the channel, the channel is unknown,
+// the token is refused): retrying the lookup would hold the message back
+// for good. Errors matching it say what to fix.
+var ErrCannotLook = errors.New("slack: the channel's history cannot be read")
+
+// lookupError is a lookup that cannot answer until someone changes
+// something; fix says what.
+type lookupError struct{ reason, fix string }
+
+func (e *lookupError) Error() string {
+	return "slack: the channel's history cannot be read (" + e.reason + "): " + e.fix
+}
+
+func (e *lookupError) Is(target error) bool { return target == ErrCannotLook }
+
+// lookupFixes say what cures a lookup Slack refuses, by its error code.
+var lookupFixes = map[string]string{
+	"not_in_channel":    "invite the bot into the channel (/invite @your-bot in RETRYAUDIT_SLACK_CHANNEL)",
+	"channel_not_found": "check RETRYAUDIT_SLACK_CHANNEL (a channel id such as C0123456789) and invite the bot into it",
+	"invalid_auth":      "check RETRYAUDIT_SLACK_BOT_TOKEN: Slack refuses it",
+	"not_authed":        "check RETRYAUDIT_SLACK_BOT_TOKEN: Slack refuses it",
+	"token_revoked":     "RETRYAUDIT_SLACK_BOT_TOKEN was revoked: install the app again and set the new token",
+	"token_expired":     "RETRYAUDIT_SLACK_BOT_TOKEN expired: set a new token",
+	"account_inactive":  "the bot's account is deactivated: install the app again and set the new token",
+	"invalid_token":     "check RETRYAUDIT_SLACK_BOT_TOKEN: Slack refuses it",
+	"is_archived":       "the channel is archived: unarchive it or set another RETRYAUDIT_SLACK_CHANNEL",
+}
+
+// cannotLook turns a lookup error that a retry cannot cure into a
+// lookupError naming the fix; other errors are returned as they are.
+func cannotLook(err error, clean error, retry bool) error {
+	if retry {
+		return clean
+	}
+	var api slack.SlackErrorResponse
+	if errors.As(err, &api) {
+		fix, ok := lookupFixes[api.Err]
+		if !ok {
+			fix = "Slack refuses to list the channel's messages"
+		}
+		return &lookupError{reason: api.Err, fix: fix}
+	}
+	return &lookupError{reason: strings.TrimPrefix(clean.Error(), "slack: "), fix: "check RETRYAUDIT_SLACK_API_URL and the token"}
+}
 
 // BotConfig configures a Bot.
 type BotConfig struct {
@@ -150,8 +198,8 @@ func (b *Bot) Find(ctx context.Context, m Message, since time.Time) (Posted, boo
 			if errors.As(err, &api) && (api.Err == "missing_scope" || api.Err == "not_allowed_token_type") {
 				return Posted{}, false, ErrNoHistory
 			}
-			_, clean := classify(err, b.token)
-			return Posted{}, false, clean
+			retry, clean := classify(err, b.token)
+			return Posted{}, false, cannotLook(err, clean, retry)
 		}
 		for _, msg := range msgs {
 			if sameMetadata(msg.Metadata, *m.Metadata) {

@@ -286,8 +286,9 @@ func TestRefusedMessage(t *testing.T) {
 
 // TestExecutionLinks: the n8n button is built from the configured editor
 // URL only, for a linked error as for one linked to nothing; the URL a
-// payload brings is shown as text naming its host, and only without an
-// editor URL.
+// payload brings is shown as text naming its host, and only when no link
+// can be built from the editor URL (none is set, or the payload names no
+// workflow).
 func TestExecutionLinks(t *testing.T) {
 	const evil = "https://evil.example/phish"
 	payloadText := "Link in n8n's payload, not checked (host *evil.example*): `" + evil + "`"
@@ -297,11 +298,13 @@ func TestExecutionLinks(t *testing.T) {
 		linked bool
 		button string // the n8n button's URL, "" for none
 		text   bool   // the payload's URL shown as text
+		noWF   bool   // the payload names no workflow
 	}{
-		{"a linked error with an editor URL", "https://n8n.example", true, "https://n8n.example/workflow/wf1/executions/4711", false},
-		{"a linked error without one", "", true, "", true},
-		{"an unlinked error with an editor URL", "https://n8n.example", false, "https://n8n.example/workflow/wf9/executions/900", false},
-		{"an unlinked error without one", "", false, "", true},
+		{"a linked error with an editor URL", "https://n8n.example", true, "https://n8n.example/workflow/wf1/executions/4711", false, false},
+		{"a linked error without one", "", true, "", true, false},
+		{"an unlinked error with an editor URL", "https://n8n.example", false, "https://n8n.example/workflow/wf9/executions/900", false, false},
+		{"an unlinked error without one", "", false, "", true, false},
+		{"an unlinked error naming no workflow, with an editor URL", "https://n8n.example", false, "", true, true},
 	}
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		for _, tc := range cases {
@@ -311,6 +314,9 @@ func TestExecutionLinks(t *testing.T) {
 				r.worker = r.newWorker(t, r.store, false, "worker-1")
 				ctx := context.Background()
 				exec, wf := "900", "wf9"
+				if tc.noWF {
+					wf = ""
+				}
 				if tc.linked {
 					exec, wf = "4711", "wf1"
 					if _, err := r.store.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "order-l", ExecutionID: exec,

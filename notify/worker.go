@@ -44,10 +44,32 @@ type Worker struct {
 	GiveUpAfter time.Duration // a row still failing after this dead-letters (default 24h)
 	MinInterval time.Duration // between two messages to one channel, from every instance (default 1s)
 	Now         func() time.Time
+	// Logged remembers the dead-letter reasons and warnings logged already.
+	// Give every worker of an instance the same one, so that each is
+	// logged once per instance; nil, the worker keeps its own.
+	Logged *Once
 
 	mu     sync.Mutex
-	logged map[string]bool // dead-letter reasons and warnings already logged
-	origin string          // this database's mark in message metadata
+	origin string // this database's mark in message metadata
+}
+
+// Once remembers keys seen, for the workers of one instance: a warning that
+// every row would repeat is logged once.
+type Once struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+// First reports whether key is seen for the first time.
+func (o *Once) First(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+	}
+	first := !o.seen[key]
+	o.seen[key] = true
+	return first
 }
 
 func (w *Worker) defaults() {
@@ -71,8 +93,8 @@ func (w *Worker) defaults() {
 		w.Log = slog.New(slog.DiscardHandler)
 	}
 	w.mu.Lock()
-	if w.logged == nil {
-		w.logged = map[string]bool{}
+	if w.Logged == nil {
+		w.Logged = &Once{}
 	}
 	w.mu.Unlock()
 }
@@ -236,12 +258,11 @@ func (w *Worker) record(ctx context.Context, row audit.OutboxRow, out result) er
 	}
 }
 
-// once reports whether key is seen for the first time, so that a warning
-// that every row would repeat is logged once.
+// once reports whether key is seen for the first time by this instance's
+// workers, so that a warning that every row would repeat is logged once.
 func (w *Worker) once(key string) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	first := !w.logged[key]
-	w.logged[key] = true
-	return first
+	logged := w.Logged
+	w.mu.Unlock()
+	return logged.First(key)
 }

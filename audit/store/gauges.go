@@ -65,6 +65,8 @@ var (
 		"Outbox rows waiting to be sent.", nil, nil)
 	outboxAgeDesc = prometheus.NewDesc("retryaudit_outbox_oldest_age_seconds",
 		"Age of the oldest outbox row waiting to be sent (0 when none).", nil, nil)
+	heldBackDesc = prometheus.NewDesc("retryaudit_alerts_held_back",
+		"Slack messages waiting longer than 5 minutes to be sent: a lookup or a post that keeps failing.", nil, nil)
 	reviewDesc = prometheus.NewDesc("retryaudit_review_queue_size",
 		"Entries waiting for a person.", nil, nil)
 	dbUpDesc = prometheus.NewDesc("retryaudit_database_up",
@@ -92,7 +94,7 @@ type storeCollector struct {
 
 // Describe sends the descriptions of the store's gauges.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{outboxDepthDesc, outboxAgeDesc, reviewDesc, dbUpDesc, gaugeAgeDesc, refreshesDesc} {
+	for _, d := range []*prometheus.Desc{outboxDepthDesc, outboxAgeDesc, heldBackDesc, reviewDesc, dbUpDesc, gaugeAgeDesc, refreshesDesc} {
 		ch <- d
 	}
 }
@@ -115,5 +117,6 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(refreshesDesc, prometheus.CounterValue, float64(snap.refreshes))
 	ch <- prometheus.MustNewConstMetric(outboxDepthDesc, prometheus.GaugeValue, float64(snap.stats.OutboxDepth))
 	ch <- prometheus.MustNewConstMetric(outboxAgeDesc, prometheus.GaugeValue, snap.stats.OutboxOldestAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(heldBackDesc, prometheus.GaugeValue, float64(snap.stats.HeldBack))
 	ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.GaugeValue, float64(snap.stats.ReviewQueue))
 }

@@ -97,7 +97,8 @@ func (s *Store) Superseded(ctx context.Context, row audit.OutboxRow) (bool, erro
 	return later, err
 }
 
-// Stats counts the outbox and the review queue.
+// Stats counts the outbox, the messages held back in it, and the review
+// queue.
 func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 	var st audit.Stats
 	if err := s.get(ctx, s.db, &st.OutboxDepth, "count outbox",
@@ -112,6 +113,13 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 		}
 		if !row.CreatedAt.IsZero() {
 			st.OutboxOldestAge = s.now().Sub(row.CreatedAt)
+		}
+		if st.OutboxOldestAge > audit.HeldBackAfter {
+			st.HeldBackError = row.LastError
+			if err := s.get(ctx, s.db, &st.HeldBack, "count outbox", s.q.CountHeldBack,
+				s.t(s.now().Add(-audit.HeldBackAfter))); err != nil {
+				return st, err
+			}
 		}
 	}
 	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", s.q.CountReviewQueue, s.t(s.reviewCutoff()))

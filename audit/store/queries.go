@@ -39,6 +39,7 @@ type queries struct {
 	CountEventErrors               string
 	CountEventExecutions           string
 	CountEvents                    string
+	CountHeldBack                  string
 	CountHistory                   string
 	CountItems                     string
 	CountOutbox                    string

@@ -213,6 +213,9 @@ SELECT id, created_at, due_at, thread_key, kind, source, event_id, error_id, pay
 -- name: CountOutbox
 SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending')
 
+-- name: CountHeldBack
+SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending') AND created_at < ?
+
 -- name: ReadOldestPending
 SELECT id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
   attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent FROM outbox WHERE state IN ('pending', 'sending') ORDER BY id LIMIT 1

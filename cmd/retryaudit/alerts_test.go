@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/retryaudit/retryaudit/audit/audittest"
 )
 
 // TestUnconfiguredAlertsAfterRestart: an alert recorded while Slack was not
@@ -68,4 +71,45 @@ func TestUnconfiguredAlertsAfterRestart(t *testing.T) {
 	if posted != 1 {
 		t.Errorf("posted %d times: %v", posted, slack.posts)
 	}
+}
+
+// TestPermanentSlackErrorLoggedOnce: Slack refuses every post for a reason
+// that needs a person (channel_not_found). Both workers of the instance
+// dead-letter alerts, and the reason is logged once, not once per worker.
+func TestPermanentSlackErrorLoggedOnce(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/chat.postMessage") {
+				time.Sleep(300 * time.Millisecond) // both workers hold a row at once
+				w.Write([]byte(`{"ok":false,"error":"channel_not_found"}`))
+				return
+			}
+			w.Write([]byte(`{"ok":true,"user":"bot","team":"t"}`))
+		}))
+		defer fake.Close()
+		dbURL := audittest.URL(t, dialect)
+		svc := startService(t, map[string]string{"RETRYAUDIT_DATABASE_URL": dbURL, "RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-test",
+			"RETRYAUDIT_SLACK_CHANNEL": "C1", "RETRYAUDIT_SLACK_API_URL": fake.URL})
+		const alerts = 6
+		for i := range alerts {
+			for _, call := range []struct{ path, body string }{
+				{"/v1/claims", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","execution_id":"%d"}`, i, i)},
+				{"/v1/outcomes", fmt.Sprintf(`{"source":"shop","event_id":"o-%d","outcome":"unknown","execution_id":"%d"}`, i, i)},
+			} {
+				if code, body := svc.api(t, "POST", call.path, call.body); code != http.StatusOK {
+					t.Fatalf("%s: %d %s", call.path, code, body)
+				}
+			}
+		}
+		waitForOutbox(t, dialect, dbURL)
+		svc.stop()
+		var owners []string
+		openDB(t, dialect, dbURL).Select(&owners, `SELECT DISTINCT attempted_by FROM outbox WHERE state = 'dead'`)
+		if len(owners) < 2 {
+			t.Skipf("one worker attempted every row (%v): the test needs both", owners)
+		}
+		if n := strings.Count(svc.Output.String(), "a message cannot be delivered"); n != 1 {
+			t.Errorf("the reason is logged %d times by one instance:\n%s", n, svc.Output.String())
+		}
+	})
 }

@@ -137,9 +137,10 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &jobs{cancel: cancel}
+	logged := &notify.Once{} // each reason logged once per instance, not once per worker
 	worker := func(i int) *notify.Worker {
 		return &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log,
-			Owner: fmt.Sprintf("%s/outbox-%d", a.owner, i)}
+			Owner: fmt.Sprintf("%s/outbox-%d", a.owner, i), Logged: logged}
 	}
 	for i := 1; i <= outboxWorkers; i++ {
 		j.run(ctx, worker(i).Run)

@@ -25,8 +25,10 @@ import (
 
 const checkUsage = `check reads the same configuration as serve and checks the installation: the
 configuration, the database, its schema and the unique key on (source,
-event_id), the API and hook tokens, Slack (auth.test) and n8n's API when they
-are configured, and when each n8n instance's execution hooks last called. Then it runs a drill of the six control steps on the scratch
+event_id), that no alert waits more than 5 minutes to reach Slack, the API
+and hook tokens, Slack (auth.test) and n8n's API when they are configured,
+and when each n8n instance's execution hooks last called. Then it runs a
+drill of the six control steps on the scratch
 sources retryaudit-check and retryaudit-check.other: the same claim twice
 (processed once, a duplicate after done); 20 concurrent claims of one key
 (exactly one may process it); a new event id; the same id from another
@@ -80,6 +82,9 @@ func check(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	}
 	defer a.store.Close()
 	schemaOK := c.schema(ctx, a.store)
+	if schemaOK {
+		c.alerts(ctx, a.store)
+	}
 	token := c.token(cfg)
 	hookToken := c.hookToken(cfg)
 	c.integrations(ctx, cfg)
@@ -151,6 +156,16 @@ func (c *checker) schema(ctx context.Context, s *store.Store) bool {
 			"restore it: ALTER TABLE webhook_events ADD PRIMARY KEY (source, event_id)")
 	}
 	return c.line("unique key", "webhook_events (source, event_id)", err)
+}
+
+// alerts fails while Slack messages wait longer than they should: an alert
+// held back is one nobody receives.
+func (c *checker) alerts(ctx context.Context, s *store.Store) {
+	st, err := s.Stats(ctx)
+	if err == nil && st.HeldBack > 0 {
+		err = errors.New(st.HeldBackNote())
+	}
+	c.line("alerts", "none held back (waiting more than "+audit.HumanDuration(audit.HeldBackAfter, " ")+")", err)
 }
 
 // token checks that the API has a token, and returns it for the drill.

@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
 )
@@ -134,4 +136,27 @@ func TestCheckFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckHeldBackAlert: an alert waiting longer than it should to reach
+// Slack fails the check, which says how many and since when.
+func TestCheckHeldBackAlert(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		url := migrated(t, dialect)
+		earlier := func() time.Time { return time.Now().Add(-12 * time.Minute) }
+		s := audittest.OpenURL(t, store.Options{URL: url, Now: earlier})
+		ctx := context.Background()
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "held", ExecutionID: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "held", ExecutionID: "1",
+			Outcome: audit.OutcomeUnknown}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": "tok"})
+		if err == nil || !failLine(out, "alerts") || !strings.Contains(out, "1 Slack message has waited more than 5m") {
+			t.Errorf("err %v:\n%s", err, out)
+		}
+	})
 }
