@@ -28,6 +28,8 @@ const (
 // other run's (n8n and the CRM are shared).
 type run struct {
 	*suite
+	t          *testing.T // the run's, which outlives its steps
+	backend    string
 	svc        *service
 	prefix     string
 	n          int
@@ -126,15 +128,12 @@ func (r *run) threadSays(t *testing.T, source, id string, want ...string) {
 func (s *suite) controlRun(t *testing.T, backend string) {
 	s.crm.reset()
 	s.slack.reset()
-	r := &run{suite: s, svc: s.startService(t, backend), prefix: map[string]string{"sqlite": "sq", "postgres": "pg"}[backend]}
+	r := &run{suite: s, t: t, backend: backend, svc: s.startService(t, backend), prefix: map[string]string{"sqlite": "sq", "postgres": "pg"}[backend]}
 	s.crm.resetFeed()
 	s.n8n.publish(t, s.feed.ID)
 	defer s.n8n.unpublish(t, s.feed.ID)
 
-	steps := []struct {
-		name string
-		fn   func(*testing.T)
-	}{
+	steps := []step{
 		{"the same body twice: one order, then duplicate", r.sameBodyTwice},
 		{"several deliveries at once: one order", r.severalAtOnce},
 		{"a new id: a new order", r.newID1},
@@ -146,6 +145,9 @@ func (s *suite) controlRun(t *testing.T, backend string) {
 		{"the error workflow unpublished while a run fails: found by reconciliation", r.errorWorkflowUnpublished},
 		{"the editor's test payload", r.editorTestPayload},
 		{"a trigger error", r.triggerError},
+	}
+	if s.extra != nil {
+		steps = append(steps, s.extra(r)...)
 	}
 	for _, st := range steps {
 		start := time.Now()
@@ -275,10 +277,10 @@ func (r *run) hangingRun(t *testing.T, id string) string {
 	if x := r.n8n.waitExecution(t, holder); x.Status != "error" {
 		t.Fatalf("n8n lists execution %s as %s; an unknown outcome must fail it so that it can be retried", holder, x.Status)
 	}
-	eventually(t, alertWithin, "the error workflow's report on "+id, func() string {
+	eventually(t, alertWithin, "the error workflow's (or the hooks') report on "+id, func() string {
 		e := r.ledger(t, "shop", id)
 		for _, er := range e.Errors {
-			if er.ExecutionID == holder && er.Kind == "execution_error" {
+			if er.ExecutionID == holder && (er.Kind == "execution_error" || er.Kind == "found_by_hook") {
 				if !strings.Contains(er.Message, "CRM outcome unknown for shop/"+id) || er.Node != "Create CRM order" {
 					return fmt.Sprintf("the error says %q in node %q", er.Message, er.Node)
 				}
@@ -474,6 +476,9 @@ func (r *run) refusedThenReclaimed(t *testing.T) {
 
 func (r *run) errorWorkflowUnpublished(t *testing.T) {
 	id := r.newID()
+	if r.tap != nil {
+		defer r.tap.pause()() // the hooks would report it first
+	}
 	r.n8n.unpublish(t, r.errors.ID)
 	r.crm.setMode(crm500)
 	status, out := r.deliver(t, "orders", id)

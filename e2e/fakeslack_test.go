@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // slackMessage is one message the fake Slack accepted: posted, or an
@@ -21,6 +22,7 @@ type slackMessage struct {
 	ThreadTS string
 	Text     string
 	Blocks   string
+	At       time.Time // when the fake received it
 }
 
 // buttons returns the link buttons of the message: text → URL.
@@ -112,7 +114,7 @@ func (s *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
 			ts = fmt.Sprintf("1800000000.%06d", s.n)
 		}
 		s.msgs = append(s.msgs, slackMessage{Method: method, Channel: form["channel"], TS: ts,
-			ThreadTS: form["thread_ts"], Text: form["text"], Blocks: form["blocks"]})
+			ThreadTS: form["thread_ts"], Text: form["text"], Blocks: form["blocks"], At: time.Now()})
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": "C0RETRYAUDIT", "ts": ts})
 	default: // auth.test and the like
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "user": "retryaudit", "team": "test"})

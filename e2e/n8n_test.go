@@ -36,28 +36,40 @@ type suite struct {
 	market     workflow // a copy for a second sender, as a user makes one
 	errors     workflow // n8n/error-workflow.json
 	feed       workflow // a polling trigger that fails, to see a trigger error
+	// n8n's execution hooks (n8n/retryaudit-hooks.js) report to the
+	// service through tap, with hookToken.
+	tap       *hookTap
+	hookToken string
+	plain     workflow // a webhook that succeeds without the service
+	fails     workflow // a webhook that fails without the service
+	// extra returns the steps a control run adds after the control steps.
+	extra func(*run) []step
 }
 
 // TestRealN8N wires retryaudit into a real n8n with retryaudit connect
 // alone (or by the README's manual steps, with
-// RETRYAUDIT_TEST_N8N_WIRING=by-hand) and runs the control steps through
-// n8n's webhooks and public API, once with retryaudit on its SQLite default
-// and once on PostgreSQL.
+// RETRYAUDIT_TEST_N8N_WIRING=by-hand), its execution hooks included, and
+// runs the control steps through n8n's webhooks and public API, then the
+// hooks' steps, once with retryaudit on its SQLite default and once on
+// PostgreSQL.
 func TestRealN8N(t *testing.T) {
 	began := time.Now()
 	home := os.Getenv("RETRYAUDIT_TEST_N8N_HOME")
 	if home == "" {
 		t.Fatal("RETRYAUDIT_TEST_N8N_HOME is unset: run make test-n8n, which installs n8n and sets it")
 	}
-	s := &suite{crm: newFakeCRM(t), slack: newFakeSlack(t), bin: buildService(t), token: randomToken()}
+	s := &suite{crm: newFakeCRM(t), slack: newFakeSlack(t), bin: buildService(t), token: randomToken(),
+		hookToken: randomToken(), extra: (*run).hookSteps}
 	s.serviceURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	s.n8n = startN8N(t, home)
+	s.tap = newHookTap(t, s.serviceURL)
+	s.n8n = startN8NWith(t, home, n8nConfig{Env: hooksEnv(t, s.tap, s.hookToken)})
 	byHand := os.Getenv("RETRYAUDIT_TEST_N8N_WIRING") == "by-hand"
 	if byHand {
 		s.wire(t) // the README's manual steps, the fallback to connect
 	} else {
 		s.wireWithConnect(t)
 	}
+	s.wireHooks(t)
 	t.Logf("timing: n8n started and wired in %s", time.Since(began).Round(time.Second))
 
 	for _, backend := range []string{"sqlite", "postgres"} {
@@ -174,6 +186,7 @@ func (s *suite) startService(t *testing.T, backend string) *service {
 	env := map[string]string{
 		"RETRYAUDIT_ADDR":                strings.TrimPrefix(s.serviceURL, "http://"),
 		"RETRYAUDIT_TOKEN":               s.token,
+		"RETRYAUDIT_HOOK_TOKEN":          s.hookToken,
 		"RETRYAUDIT_DATA_DIR":            dir,
 		"RETRYAUDIT_N8N_EDITOR_URL":      s.n8n.URL,
 		"RETRYAUDIT_N8N_API_URL":         s.n8n.URL + "/api/v1",

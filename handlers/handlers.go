@@ -24,6 +24,9 @@ type Config struct {
 	Store *store.Store
 	Links audit.Links
 	Token string // the /v1 bearer token of the default n8n instance
+	// HookToken is the bearer token of the default instance's execution
+	// hooks (POST /v1/n8n/executions); it opens nothing else.
+	HookToken string
 	// Instances are the other n8n instances and their tokens; each needs
 	// an entry in Links.Instances.
 	Instances []Instance
@@ -66,6 +69,9 @@ type Handler struct {
 	bodies *semaphore.Weighted
 	counts countCache
 	tokens []instanceToken
+	// hookTokens open POST /v1/n8n/executions only.
+	hookTokens []instanceToken
+	hookCalls  hookCalls
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -96,6 +102,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	var err error
 	if h.tokens, err = instanceTokens(cfg); err != nil {
+		return nil, err
+	}
+	if h.hookTokens, err = checkHookTokens(h.tokens, hookTokens(cfg)); err != nil {
 		return nil, err
 	}
 	if h.pages, err = newPages(cfg); err != nil {
@@ -140,6 +149,7 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.GET("/events/:source/*event_id", h.getEvent)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
+	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 
 	h.registerPages(r)
 }

@@ -15,6 +15,8 @@ import (
 type Instance struct {
 	Name  string
 	Token string
+	// HookToken is the token of its execution hooks ("" for none).
+	HookToken string
 }
 
 // ctxInstance is the context key of the instance a /v1 call came from.

@@ -76,9 +76,12 @@ func (h *Handler) bearer(c *gin.Context) {
 		}
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || instance == "" {
+		msg := "send the service's token as Authorization: Bearer <token>"
+		if ok && tokenOf(c, h.hookTokens) != "" {
+			msg = "this is the hook token, which opens only POST /v1/n8n/executions; workflows send the API token"
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="retryaudit"`)
-		h.apiError(c, http.StatusUnauthorized, "unauthorized",
-			"send the service's token as Authorization: Bearer <token>", nil)
+		h.apiError(c, http.StatusUnauthorized, "unauthorized", msg, nil)
 		return
 	}
 	c.Set(ctxInstance, instance)

@@ -25,8 +25,10 @@ import (
 
 const checkUsage = `check reads the same configuration as serve and checks the installation: the
 configuration, the database, its schema and the unique key on (source,
-event_id), that no alert waits more than 5 minutes to reach Slack, the API token, Slack (auth.test) and n8n's API when they are
-configured. Then it runs a drill of the six control steps on the scratch
+event_id), that no alert waits more than 5 minutes to reach Slack, the API
+and hook tokens, Slack (auth.test) and n8n's API when they are configured,
+and when each n8n instance's execution hooks last called. Then it runs a
+drill of the six control steps on the scratch
 sources retryaudit-check and retryaudit-check.other: the same claim twice
 (processed once, a duplicate after done); 20 concurrent claims of one key
 (exactly one may process it); a new event id; the same id from another
@@ -37,7 +39,9 @@ sent); a Retry of the holder that ends done with one outcome. Then cleanup.
 With --url the drill goes through the HTTP API of the running instance at
 that address, and n8n's lineage of the Retry reaches the service the way an
 Error Trigger payload brings it; without --url it runs in this process, and
-the lineage comes from a stand-in for n8n's API.
+the lineage comes from a stand-in for n8n's API. With --url it also drills
+the hooks' endpoint, recording nothing: the hook token opens it, the API
+token does not, and the hook token opens nothing else.
 
 It prints one line per check, ok or FAIL with the reason, and exits 0 only
 when every check passes.`
@@ -82,9 +86,14 @@ func check(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		c.alerts(ctx, a.store)
 	}
 	token := c.token(cfg)
+	hookToken := c.hookToken(cfg)
 	c.integrations(ctx, cfg)
 	if schemaOK {
+		c.hookCalls(ctx, cfg, a.store)
 		c.runDrill(ctx, cfg, a, *target, token)
+		if *target != "" {
+			c.hookDrill(ctx, strings.TrimRight(*target, "/"), token, hookToken)
+		}
 	}
 	return c.result()
 }

@@ -59,7 +59,7 @@ func TestCheckThroughTheRunningService(t *testing.T) {
 	dir := t.TempDir()
 	svc := startService(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir})
 	out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir}, "--url", svc.URL)
-	if err != nil || !strings.Contains(out, "through "+svc.URL) || strings.Count(out, "ok    drill: ") != 6 {
+	if err != nil || !strings.Contains(out, "through "+svc.URL) || strings.Count(out, "ok    drill: ") != 7 {
 		t.Fatalf("err %v:\n%s", err, out)
 	}
 	for _, source := range []string{"retryaudit-check", "retryaudit-check.other"} {

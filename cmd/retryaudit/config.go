@@ -26,6 +26,7 @@ type config struct {
 	DatabaseURL      string
 	DataDir          string
 	Token            string
+	HookToken        string // n8n's execution hooks' token (RETRYAUDIT_HOOK_TOKEN)
 	MaxBody          int64
 	ReviewAfter      time.Duration
 	AlertRepeat      time.Duration
@@ -167,6 +168,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseURL:          e.secret("RETRYAUDIT_DATABASE_URL"),
 		DataDir:              e.str("RETRYAUDIT_DATA_DIR", "./data"),
 		Token:                e.secret("RETRYAUDIT_TOKEN"),
+		HookToken:            e.secret("RETRYAUDIT_HOOK_TOKEN"),
 		ReviewAfter:          e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
 		AlertRepeat:          e.duration("RETRYAUDIT_ALERT_REPEAT", store.DefaultAlertRepeat),
 		Retention:            e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
@@ -255,7 +257,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_CRM_LINKS", "%v", err)
 	}
 	c.UIUsers = e.users("RETRYAUDIT_UI_USERS")
-	c.Instances = e.instances(c.Token)
+	c.Instances = e.instances(c.Token, c.HookToken)
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration:\n  %s", strings.Join(e.errs, "\n  "))
 	}

@@ -14,6 +14,7 @@ import (
 type n8nInstance struct {
 	Name      string
 	Token     string // the /v1 token its workflows send
+	HookToken string // the token its execution hooks send ("" for none)
 	EditorURL string
 	APIURL    string
 	APIKey    string
@@ -26,8 +27,10 @@ func instanceVar(name, what string) string {
 }
 
 // instances reads RETRYAUDIT_N8N_INSTANCES (names separated by commas) and
-// each named instance's variables.
-func (e *envReader) instances(defaultToken string) []n8nInstance {
+// each named instance's variables. Every token, API or hook, must differ
+// from every other: the token tells the instances, and n8n's word from a
+// workflow's, apart.
+func (e *envReader) instances(defaultToken, defaultHookToken string) []n8nInstance {
 	const list = "RETRYAUDIT_N8N_INSTANCES"
 	var out []n8nInstance
 	seen := map[string]bool{}
@@ -35,6 +38,14 @@ func (e *envReader) instances(defaultToken string) []n8nInstance {
 	if defaultToken != "" {
 		tokens[defaultToken] = "RETRYAUDIT_TOKEN"
 	}
+	distinct := func(name, token string) {
+		if other, dup := tokens[token]; token != "" && dup {
+			e.fail(name, "is the same as %s: every token must differ (a hook token is n8n's word, an API token a workflow's)", other)
+		} else if token != "" {
+			tokens[token] = name
+		}
+	}
+	distinct("RETRYAUDIT_HOOK_TOKEN", defaultHookToken)
 	for _, name := range strings.Split(e.str(list, ""), ",") {
 		name = strings.TrimSpace(name)
 		switch {
@@ -53,7 +64,7 @@ func (e *envReader) instances(defaultToken string) []n8nInstance {
 		}
 		seen[name] = true
 		in := n8nInstance{Name: name, Token: e.secret(instanceVar(name, "TOKEN")),
-			APIKey: e.secret(instanceVar(name, "API_KEY"))}
+			HookToken: e.secret(instanceVar(name, "HOOK_TOKEN")), APIKey: e.secret(instanceVar(name, "API_KEY"))}
 		in.EditorURL = e.httpURL(instanceVar(name, "EDITOR_URL"), e.str(instanceVar(name, "EDITOR_URL"), ""))
 		in.APIURL = e.httpURL(instanceVar(name, "API_URL"), e.str(instanceVar(name, "API_URL"), ""))
 		switch other, dup := tokens[in.Token]; {
@@ -64,6 +75,7 @@ func (e *envReader) instances(defaultToken string) []n8nInstance {
 		default:
 			tokens[in.Token] = instanceVar(name, "TOKEN")
 		}
+		distinct(instanceVar(name, "HOOK_TOKEN"), in.HookToken)
 		if (in.APIURL == "") != (in.APIKey == "") {
 			e.fail(instanceVar(name, "API_URL"), "set both %s and %s, or neither", instanceVar(name, "API_URL"),
 				instanceVar(name, "API_KEY"))
@@ -77,7 +89,7 @@ func (e *envReader) instances(defaultToken string) []n8nInstance {
 func (c config) handlerInstances() []handlers.Instance {
 	var out []handlers.Instance
 	for _, in := range c.Instances {
-		out = append(out, handlers.Instance{Name: in.Name, Token: in.Token})
+		out = append(out, handlers.Instance{Name: in.Name, Token: in.Token, HookToken: in.HookToken})
 	}
 	return out
 }

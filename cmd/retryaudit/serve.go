@@ -46,6 +46,10 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	if err != nil {
 		return err
 	}
+	hookToken, err := hookToken(cfg, out)
+	if err != nil {
+		return err
+	}
 	ui, err := uiConfig(ctx, cfg, app.store, out)
 	if err != nil {
 		return err
@@ -58,8 +62,9 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		cfg.BaseURL = "http://" + ln.Addr().String()
 	}
 	h, err := handlers.New(handlers.Config{
-		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, Instances: cfg.handlerInstances(),
-		MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout, AllowNoWorkflowID: cfg.AllowNoWorkflowID,
+		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
+		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
+		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
 		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})
@@ -149,6 +154,28 @@ func apiToken(cfg config, out io.Writer) (string, error) {
 		// that others may read. Say where it is, not what it is.
 		fmt.Fprintf(out, "retryaudit: generated the API token into %s (mode 0600); read it there to configure n8n "+
 			"(a Header Auth credential: name Authorization, value Bearer <token>)\n", filepath.Join(cfg.DataDir, "token"))
+	}
+	return token, nil
+}
+
+// hookToken returns RETRYAUDIT_HOOK_TOKEN, or the token kept in the data
+// dir, generated at first start and printed once with the variables n8n's
+// environment needs to load the hooks file.
+func hookToken(cfg config, out io.Writer) (string, error) {
+	if cfg.HookToken != "" {
+		return cfg.HookToken, nil
+	}
+	token, created, err := dataSecret(cfg.DataDir, "hook-token")
+	if err != nil {
+		return "", fmt.Errorf("RETRYAUDIT_HOOK_TOKEN is unset and the generated hook token is unusable: %w", err)
+	}
+	switch {
+	case created && isTerminal(out):
+		fmt.Fprintf(out, "retryaudit: generated the hook token (kept in %s/hook-token, mode 0600; it is printed only now).\n"+
+			"  For n8n's execution hooks, set in n8n's environment: RETRYAUDIT_HOOK_TOKEN=%s\n", cfg.DataDir, token)
+	case created:
+		fmt.Fprintf(out, "retryaudit: generated the hook token into %s (mode 0600); n8n's execution hooks send it "+
+			"(RETRYAUDIT_HOOK_TOKEN in n8n's environment)\n", filepath.Join(cfg.DataDir, "hook-token"))
 	}
 	return token, nil
 }

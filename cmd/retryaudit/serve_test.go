@@ -68,15 +68,15 @@ func TestGeneratedSecretsStayOutOfTheLog(t *testing.T) {
 	checkModes(t, svc.DataDir) // while the database is open: its -wal and -shm exist
 	svc.stop()
 	out := svc.Output.String()
-	if svc.Token == "" || svc.Password == "" {
-		t.Fatalf("no generated token or password in %s", svc.DataDir)
+	if svc.Token == "" || svc.HookToken == "" || svc.Password == "" {
+		t.Fatalf("no generated token, hook token or password in %s", svc.DataDir)
 	}
-	for name, secret := range map[string]string{"token": svc.Token, "password": svc.Password} {
+	for name, secret := range map[string]string{"token": svc.Token, "hook token": svc.HookToken, "password": svc.Password} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the generated %s is in the output:\n%s", name, out)
 		}
 	}
-	for _, file := range []string{"token", "ui-password"} {
+	for _, file := range []string{"token", "hook-token", "ui-password"} {
 		if !strings.Contains(out, filepath.Join(svc.DataDir, file)) {
 			t.Errorf("the output does not say that %s holds a secret:\n%s", file, out)
 		}
@@ -85,7 +85,7 @@ func TestGeneratedSecretsStayOutOfTheLog(t *testing.T) {
 
 func checkModes(t *testing.T, dir string) {
 	t.Helper()
-	for _, file := range []string{"token", "ui-password", "retryaudit.db", "retryaudit.db-wal", "retryaudit.db-shm"} {
+	for _, file := range []string{"token", "hook-token", "ui-password", "retryaudit.db", "retryaudit.db-wal", "retryaudit.db-shm"} {
 		st, err := os.Stat(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)

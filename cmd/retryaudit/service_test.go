@@ -18,12 +18,13 @@ import (
 // service is retryaudit serve, run in the test's process as main would run
 // it.
 type service struct {
-	URL      string
-	DataDir  string
-	Token    string
-	Password string
-	Output   *output
-	stop     func()
+	URL       string
+	DataDir   string
+	Token     string
+	HookToken string
+	Password  string
+	Output    *output
+	stop      func()
 }
 
 // output collects what the service prints and finds the line that says
@@ -87,6 +88,7 @@ func startService(t *testing.T, env map[string]string) *service {
 	}
 	t.Cleanup(s.stop)
 	s.Token = readSecret(t, filepath.Join(dir, "token"), env["RETRYAUDIT_TOKEN"])
+	s.HookToken = readSecret(t, filepath.Join(dir, "hook-token"), env["RETRYAUDIT_HOOK_TOKEN"])
 	s.Password = readSecret(t, filepath.Join(dir, "ui-password"), "")
 	return s
 }
