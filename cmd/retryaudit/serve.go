@@ -65,7 +65,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
-		MaxErrorBody: cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
+		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})
 	if err != nil {
