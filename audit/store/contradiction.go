@@ -24,13 +24,7 @@ func (s *Store) contradiction(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		e.Status != audit.StatusFailed && e.Status != audit.StatusDone {
 		return audit.OutcomeResult{}, false, false, nil
 	}
-	var last struct {
-		Kind        string    `db:"kind"`
-		Actor       string    `db:"actor"`
-		ExecutionID string    `db:"execution_id"`
-		At          time.Time `db:"at"`
-	}
-	err := s.get(ctx, tx, &last, "read history", s.q.ReadSettlements, req.Source, req.EventID, req.Item)
+	last, err := s.lastSettlement(ctx, tx, req.Source, req.EventID, req.Item)
 	switch {
 	case isNoRows(err):
 		return audit.OutcomeResult{}, false, false, nil

@@ -110,13 +110,7 @@ func (s *Store) explainConflict(ctx context.Context, tx *sqlx.Tx, req audit.Reso
 	if !ok || e.Code != audit.CodeConflict {
 		return err
 	}
-	var last struct {
-		Kind        string    `db:"kind"`
-		Actor       string    `db:"actor"`
-		ExecutionID string    `db:"execution_id"`
-		At          time.Time `db:"at"`
-	}
-	qerr := s.get(ctx, tx, &last, "read history", s.q.ReadSettlements, req.Source, req.EventID, req.Item)
+	last, qerr := s.lastSettlement(ctx, tx, req.Source, req.EventID, req.Item)
 	switch {
 	case isNoRows(qerr):
 	case qerr != nil:
@@ -128,6 +122,23 @@ func (s *Store) explainConflict(ctx context.Context, tx *sqlx.Tx, req audit.Reso
 			last.At.UTC().Format(time.RFC3339))
 	}
 	return e
+}
+
+// settlement is the last line that settled an entry: an outcome or a
+// person's resolution.
+type settlement struct {
+	Kind        string    `db:"kind"`
+	Actor       string    `db:"actor"`
+	ExecutionID string    `db:"execution_id"`
+	At          time.Time `db:"at"`
+}
+
+// lastSettlement reads the line that settled an entry (or one of its
+// items) last.
+func (s *Store) lastSettlement(ctx context.Context, tx *sqlx.Tx, source, eventID, item string) (settlement, error) {
+	var last settlement
+	err := s.get(ctx, tx, &last, "read history", s.q.ReadSettlements, source, eventID, item)
+	return last, err
 }
 
 // DetectStale alerts, once per processing period, about entries processing
