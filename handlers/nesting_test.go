@@ -22,14 +22,14 @@ func TestDeepBodiesCannotStopTheService(t *testing.T) {
 		return []byte(prefix + strings.Repeat(unit, (size-len(prefix))/len(unit)))
 	}
 	prefixes := map[string]string{
-		"/v1/claims":     `{"source":"shop","event_id":"deep","execution_id":"1","items":`,
-		"/v1/outcomes":   `{"source":"shop","event_id":"deep","outcome":"done","reason":`,
-		"/v1/n8n/errors": `{"execution":{"id":"1","error":{"message":"deep"}},"workflow":{"id":"w"},"a":`,
-		"/v1/n8n/hooks":  `{"reports":`,
-		"default":        `{"a":`,
+		"/v1/claims":         `{"source":"shop","event_id":"deep","execution_id":"1","items":`,
+		"/v1/outcomes":       `{"source":"shop","event_id":"deep","outcome":"done","reason":`,
+		"/v1/n8n/errors":     `{"execution":{"id":"1","error":{"message":"deep"}},"workflow":{"id":"w"},"a":`,
+		"/v1/n8n/executions": `{"reports":`,
+		"default":            `{"a":`,
 	}
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		s := newServer(t, dialect)
+		s := newServer(t, dialect, withHookToken)
 		var posts []string
 		for _, r := range s.routes {
 			if r.Method == http.MethodPost && strings.HasPrefix(r.Path, "/v1/") {

@@ -213,7 +213,7 @@ func runBinary(t *testing.T, bin string, imageEnv []string) {
 	if err != nil {
 		t.Fatalf("serve generated no token in its data folder: %v", err)
 	}
-	body := `{"source":"image-test","event_id":"order-1","execution_id":"101","workflow_name":"image test"}`
+	body := `{"source":"image-test","event_id":"order-1","execution_id":"101","workflow_id":"wf1","workflow_name":"image test"}`
 	req, _ := http.NewRequest("POST", "http://127.0.0.1:"+strings.TrimPrefix(addr, "0.0.0.0:")+"/v1/claims", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	req.Header.Set("Content-Type", "application/json")
