@@ -29,9 +29,11 @@ import (
 // hooks here): the new executions are kept as a~2 and b~2, and E's
 // redelivery as b~2 is no Retry of E's holder.
 func (r *run) restoredN8N(t *testing.T) {
-	r.n8n.unpublish(t, r.errors.ID) // no error workflow runs between a and b
-	defer r.n8n.publish(t, r.errors.ID)
+	// The copy is taken with the error workflow published, as it is in
+	// use: the restored n8n publishes it again as it starts. Until then,
+	// no error workflow runs between a and b.
 	backup := r.n8n.backup(t)
+	r.n8n.unpublish(t, r.errors.ID)
 	// A few ids between the copy and a: what n8n may run by itself after
 	// the restore (a trigger's poll) does not take a's.
 	for range 3 {
