@@ -158,7 +158,7 @@ func explainDiscover(a *Admin, err error) error {
 		return fmt.Errorf("n8n at %s refused the API key (%d %s): create one in n8n, Settings → n8n API", a.base, e.Status, e.Message)
 	case e.Status == 404:
 		return fmt.Errorf("%w: %s has no /discover, which tells an API key's scopes (n8n 2.41.1 has it): "+
-			"upgrade n8n, or wire it by hand (README: Wiring it into n8n)", ErrUnsupported, a.base)
+			"upgrade n8n, or wire it by hand (docs/n8n.md, By hand)", ErrUnsupported, a.base)
 	}
 	return err
 }

@@ -88,6 +88,6 @@ func usage(out io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(out, "  %-11s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(out, "\nConfiguration comes from RETRYAUDIT_* environment variables (see README.md);")
+	fmt.Fprintln(out, "\nConfiguration comes from RETRYAUDIT_* environment variables (see docs/configuration.md);")
 	fmt.Fprintln(out, "run 'retryaudit COMMAND --help' for a command's flags.")
 }
