@@ -90,18 +90,33 @@ func launchService(t, owner *testing.T, bin string, env map[string]string) *serv
 	return s
 }
 
+// stopLimit is how long stop waits after SIGTERM: as long as the systemd
+// unit does (serve drains requests for up to 30 s, then ends its jobs).
+const stopLimit = 45 * time.Second
+
 // stop ends the service with SIGTERM, as systemd does, and waits for it.
 func (s *service) stop(t *testing.T) {
 	if s.cmd.ProcessState != nil {
 		return
 	}
+	began := time.Now()
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-		t.Error("retryaudit did not stop within 30 s of SIGTERM")
+	case <-time.After(stopLimit):
+		// SIGQUIT: the Go runtime prints every goroutine to the log,
+		// which then says what the drain waited for.
+		s.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+		t.Errorf("retryaudit did not stop within %s of SIGTERM", stopLimit)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Logf("retryaudit took %s to stop; its last lines:\n%s", took.Round(100*time.Millisecond), s.log.tail(10))
 	}
 	if t.Failed() {
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("retryaudit-e2e-service-%d.log", s.cmd.Process.Pid))

@@ -109,15 +109,16 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		return nil
 	}
 	log.Info("shutting down: draining requests")
+	began := time.Now()
 	drain, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range servers {
 		if err := s.Shutdown(drain); err != nil {
-			log.Warn("shutdown", "err", err)
+			log.Warn("shutdown: requests still running after 30 s are cut off", "err", err)
 		}
 	}
 	jobs.stop()
-	log.Info("stopped")
+	log.Info("stopped", "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
