@@ -68,8 +68,8 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		return err
 	}
 	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] })
-	if len(jobs) == 0 {
-		return nil
+	if jobs, err = s.refuseOtherWorkflows(ctx, tx, jobs, now); err != nil || len(jobs) == 0 {
+		return err
 	}
 	known, held, err := s.lineageInBatch(ctx, tx, jobs)
 	if err != nil {
@@ -151,6 +151,64 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		asking[k] = j.again
 	}
 	return nil
+}
+
+// refuseOtherWorkflows refuses, in the order the claims came, a claim
+// naming an execution id that an earlier claim of the batch named with
+// another workflow, and returns the rest. One by one, the first registers
+// the execution and the second is refused; the batch decides events in
+// rounds and takes some events one by one after the others, which is not
+// the order they came. An execution the service already knows is judged
+// against what it knows, in either path.
+func (s *Store) refuseOtherWorkflows(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
+	workflowOf := map[string]string{}
+	var twice []string
+	for _, j := range jobs {
+		r := j.req.req
+		wf, ok := workflowOf[r.ExecutionID]
+		switch {
+		case !ok || wf == "":
+			workflowOf[r.ExecutionID] = r.WorkflowID
+		case r.WorkflowID != "" && r.WorkflowID != wf && !slices.Contains(twice, r.ExecutionID):
+			twice = append(twice, r.ExecutionID)
+		}
+	}
+	if len(twice) == 0 {
+		return jobs, nil
+	}
+	rows := make([][]string, len(twice))
+	for i, id := range twice {
+		rows[i] = []string{id}
+	}
+	var known []knownExecution
+	if err := s.selectAll(ctx, tx, &known, "read executions", s.q.BatchReadExecutions, s.drv.RowArgs(1, rows)...); err != nil {
+		return nil, err
+	}
+	isKnown := map[string]bool{}
+	for _, k := range known {
+		isKnown[k.N8NID] = true
+	}
+	first := map[string]string{} // the workflow the execution was claimed with first in the batch
+	kept := jobs[:0:0]
+	for _, j := range jobs {
+		r := j.req.req
+		if !slices.Contains(twice, r.ExecutionID) || isKnown[r.ExecutionID] {
+			kept = append(kept, j)
+			continue
+		}
+		if wf := first[r.ExecutionID]; wf != "" {
+			seen := audit.KnownExecution{ID: r.ExecutionID, WorkflowID: wf, FirstSeen: now, LastSeen: now}
+			if verdict, why := audit.Judge(seen, audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID}, now,
+				s.maxRun); verdict != audit.SameExecution {
+				j.err = &audit.Error{Code: audit.CodeConflict, Message: why}
+				continue
+			}
+		} else {
+			first[r.ExecutionID] = r.WorkflowID
+		}
+		kept = append(kept, j)
+	}
+	return kept, nil
 }
 
 // lockEntries locks, in tx, the rows of the entries the jobs are about and
