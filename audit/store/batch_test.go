@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,4 +185,60 @@ func TestOneExecutionIDTwoWorkflowsInABatch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestClaimedRetryOfInABatch: a client's retry_of naming an execution of
+// another event roots the claiming execution under the one it names, in a
+// batch as one by one (found by the model test: the batch kept it its own
+// root).
+func TestClaimedRetryOfInABatch(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		batched := audittest.Open(t, dialect, store.Options{})
+		alone := audittest.Open(t, dialect, store.Options{Batching: store.Batching{Off: true}})
+		first := audit.ClaimRequest{Source: "shop", EventID: "k0", ExecutionID: "1", WorkflowID: "wf"}
+		claimed := []audit.ClaimRequest{
+			{Source: "shop", EventID: "k1", ExecutionID: "2", WorkflowID: "wf"},
+			{Source: "shop", EventID: "k2", ExecutionID: "5", WorkflowID: "wf", RetryOf: "1"},
+		}
+		failed := audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:5", ExecutionID: "5",
+			WorkflowID: "wf", Mode: "webhook", Message: "failed"}
+		var shown []string
+		for _, s := range []*store.Store{batched, alone} {
+			if _, err := s.Claim(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if s == batched {
+				if _, errs := s.ClaimTogether(ctx, claimed); errs[0] != nil || errs[1] != nil {
+					t.Fatalf("batch: %v", errs)
+				}
+			} else {
+				for _, req := range claimed {
+					if _, err := s.Claim(ctx, req); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := s.RecordError(ctx, failed); err != nil {
+				t.Fatal(err)
+			}
+			var line []string
+			for _, key := range []string{"k0", "k2"} {
+				d, err := s.Event(ctx, "shop", key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range d.Errors {
+					line = append(line, key+" error of "+e.ExecutionID)
+				}
+				for _, x := range d.Executions {
+					line = append(line, fmt.Sprintf("%s execution %s root %s claimed retry of %q", key, x.ID, x.Root, x.ClaimedRetryOf))
+				}
+			}
+			shown = append(shown, strings.Join(line, "; "))
+		}
+		if shown[0] != shown[1] {
+			t.Errorf("batch:      %s\none by one: %s", shown[0], shown[1])
+		}
+	})
 }

@@ -102,7 +102,10 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			continue
 		}
 		byKey[k] = append(byKey[k], j)
-		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 {
+		// Lineage to record, confirmed or only reported (a client's
+		// retry_of roots the execution under the one it names), is
+		// recorded by the one-by-one path.
+		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 || j.req.req.RetryOf != "" {
 			alone[k] = true
 		}
 	}
