@@ -39,7 +39,8 @@ import (
 // later time; an execution's n8n run may fail, the error workflow reporting
 // it; a person may press Retry on a failed execution, which either re-runs
 // the claim (the claim node failed) or re-runs the action and reports (a
-// Retry resumes at the failed node), at any depth; executions that were
+// Retry resumes at the failed node), at any depth, or the holder itself
+// fails and is retried at once (a takeover); executions that were
 // told to wait may report anyway (a broken workflow), or fail; a client may
 // send a retry_of n8n never said; an execution id may come from another
 // workflow, alone or in the same batch as the execution that has it; the
@@ -97,12 +98,13 @@ import (
 //     told to act), the entry does not need review unless something put it
 //     there, the stale detector says nothing of it, and a person resolves
 //     it only with the confirmation that nothing runs.
-//  9. A report that contradicts a person's resolution is kept: the
-//     holder's done or unknown after a person's failed puts the entry back
-//     to processing in review, once per execution and outcome; its failed
-//     or unknown after a person's done is a contradiction line.
-//  10. A claim of an execution id from another workflow is refused, in a
-//     batch as alone.
+//  9. A report that contradicts a person's resolution is kept, never
+//     refused without a trace: the holder's done or unknown after a
+//     person's failed puts the entry back to processing in review, once per
+//     execution and outcome; its failed or unknown after a person's done is
+//     a contradiction line.
+//  10. A claim of an execution id from another workflow is refused (in a
+//     batch too, with modelImpostorsInBursts).
 //
 // One schedule in ten ends with a race: two to six claims and reports sent
 // at once from goroutines through the group-commit queue (on PostgreSQL,
@@ -298,7 +300,7 @@ func (m *modelStore) run(t *rapid.T) {
 		steps = rapid.IntRange(0, 8).Draw(t, "steps before the race")
 	}
 	actions := []string{"deliver", "deliver", "burst", "resend claim", "report", "report", "report burst", "resend report",
-		"fail in n8n", "error", "retry claim", "retry act", "stray report", "claimed retry_of",
+		"fail in n8n", "error", "retry claim", "retry the holder", "retry act", "stray report", "claimed retry_of",
 		"other workflow", "stale", "resolve", "lying error", "late claim"}
 	if m.n8n != nil || w.hooks {
 		actions = append(actions, "restore")
@@ -343,6 +345,12 @@ func (w *world) step(action string) {
 		}
 	case "retry claim":
 		if x := w.pick("retried", func(x *execution) bool { return x.failed }); x != nil {
+			w.claim(w.newExecution(x, x.event), "")
+		}
+	case "retry the holder":
+		// The holder fails and a person presses Retry at once: a takeover.
+		if x := w.pick("failing holder", func(x *execution) bool { return w.holder(x.event) == x.key }); x != nil {
+			x.failed = true
 			w.claim(w.newExecution(x, x.event), "")
 		}
 	case "retry act":
@@ -704,6 +712,11 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 			req.Outcome != audit.OutcomeDone && !e.contradicted[x.key+" "+string(req.Outcome)] {
 			e.contradicted[x.key+" "+string(req.Outcome)] = true
 			e.contradictions++
+		}
+		// 9: the holder's done or unknown after a person's failed is never
+		// refused.
+		if e.personal && e.status == audit.StatusFailed && before.HolderExecutionID == x.key && req.Outcome != audit.OutcomeFailed {
+			w.t.Fatalf("%s's %s contradicting a person's failed was refused (%v)", x.key, req.Outcome, err)
 		}
 		// 7: the holder's report, or its Retry's, moves a processing entry,
 		// unless it waits for a person after a contradiction.
