@@ -40,12 +40,14 @@ import (
 // it; a person may press Retry on a failed execution, which either re-runs
 // the claim (the claim node failed) or re-runs the action and reports (a
 // Retry resumes at the failed node), at any depth, or the holder itself
-// fails and is retried at once (a takeover); executions that were
-// told to wait may report anyway (a broken workflow), or fail; a client may
-// send a retry_of n8n never said; an execution id may come from another
-// workflow, alone or in the same batch as the execution that has it; the
-// stale detector runs; a person resolves at any moment, what the page
-// shows them or a page loaded before the entry changed.
+// fails and is retried at once (a takeover); executions that were told to
+// wait may report anyway (a broken workflow), or fail; a client may send a
+// retry_of n8n never said (naming an execution of the same event; of any
+// event with modelClaimedRetryOfAcrossEvents); an execution id may come
+// from another workflow (alone, or with modelImpostorsInBursts in the same
+// batch as the execution that has it); the stale detector runs; a person
+// resolves at any moment, what the page shows them or a page loaded before
+// the entry changed.
 //
 // The world also lies and forgets. An Error Trigger payload may say that an
 // execution n8n ran as a webhook is a Retry of another (the holder,
