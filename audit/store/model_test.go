@@ -297,7 +297,7 @@ func (m *modelStore) run(t *rapid.T) {
 		uses: map[string]int{}, entries: map[string]*entry{}}
 	w.hooks = rapid.Bool().Draw(t, "hooks")
 	race := rapid.IntRange(0, 9).Draw(t, "race") == 0
-	steps := rapid.IntRange(1, 24).Draw(t, "steps")
+	steps := rapid.IntRange(1, 16).Draw(t, "steps")
 	if race {
 		steps = rapid.IntRange(0, 8).Draw(t, "steps before the race")
 	}
