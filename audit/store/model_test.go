@@ -141,27 +141,25 @@ var (
 
 const modelReviewAfter = 15 * time.Minute
 
-// Generator paths that find divergences of the store the model does not
-// fix; each is off so that make test stays green, and on to show them.
+// Generator paths that found divergences between the group commit and one
+// by one, fixed since; each can be turned off to draw without it.
 const (
 	// modelImpostorsInBursts sends, in a burst of claims, an execution id
-	// of the burst from another workflow on a drawn event. The batch does
-	// not decide the claims of different events in arrival order: the
-	// first claim of each event, then the second (so an impostor in an
-	// earlier round than the execution it names is decided first), and
-	// the claims of an event that needs lineage (a lying Error Trigger
-	// payload, a client's retry_of) after the others. Either way the batch
-	// takes the impostor for the execution and refuses the real one, where
-	// one by one refuses the impostor.
-	modelImpostorsInBursts = false
+	// of the burst from another workflow on a drawn event. The batch
+	// decides the claims of different events in rounds (the first claim of
+	// each event, then the second) and the claims of an event that needs
+	// lineage after the others, so it took the impostor for the execution
+	// and refused the real one, where one by one refuses the impostor
+	// (TestOneExecutionIDTwoWorkflowsInABatch).
+	modelImpostorsInBursts = true
 	// modelImpostorsInEarlierRounds, with modelImpostorsInBursts, lets the
 	// impostor come in an earlier round than the execution it names.
-	modelImpostorsInEarlierRounds = false
+	modelImpostorsInEarlierRounds = true
 	// modelClaimedRetryOfAcrossEvents lets a client's retry_of name an
 	// execution of another event: one by one roots the claiming execution
-	// under the one named (its errors, and its Retries', then show on that
-	// event), the group commit does not.
-	modelClaimedRetryOfAcrossEvents = false
+	// under the one named, the batch kept it its own root
+	// (TestClaimedRetryOfInABatch).
+	modelClaimedRetryOfAcrossEvents = true
 )
 
 // modelStore is one store shared by every schedule, and beside it, on a
