@@ -253,6 +253,11 @@ func TestRedactText(t *testing.T) {
 		{"https://hooks.slack.com/services/T0/B0/XyZ", "https://hooks.slack.com/services/[redacted]"},
 		{"key sk_live_4eC39HqLyjWDarjtT1zdp7dc used", "key [redacted] used"},
 		{`"auth": null, "pass": ""`, `"auth": null, "pass": ""`},
+		// Bytes that lowercase to another length before the scheme word
+		// (an invalid byte, "İ") leave its index where it was.
+		{"\xff\xfe\xfd Bearer abcdefghijklmnopqrstu", "\xff\xfe\xfd Bearer [redacted]"},
+		{"İİİ Bearer abcdefghijklmnopqrstu", "İİİ Bearer [redacted]"},
+		{"\xd5\xd2\xfc\xefBearer", "\xd5\xd2\xfc\xefBearer"}, // found by FuzzRedactText: it panicked
 		// What must stay.
 		{"The service was not able to process your request", "The service was not able to process your request"},
 		{"at ExecuteContext.execute (HttpRequestV3.node.ts:892:16)", "at ExecuteContext.execute (HttpRequestV3.node.ts:892:16)"},

@@ -253,6 +253,18 @@ func userinfoSpans(s string, spans []span) []span {
 	return spans
 }
 
+// asciiLower lowers ASCII letters only, so that every byte keeps its index
+// (strings.ToLower turns an invalid byte into three, and "İ" into three).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
 func userinfoByte(c byte) bool {
 	return c > ' ' && c < 0x7f && !strings.ContainsRune(`/"'<>\{}[]()|^`+"`", rune(c))
 }
@@ -303,7 +315,7 @@ func curlUserSpans(s string, spans []span) []span {
 // token when 16 or more token characters follow, so that "the basic plan;
 // token expired" stays.
 func schemeSpans(s string, spans []span) []span {
-	lower := strings.ToLower(s)
+	lower := asciiLower(s) // byte for byte: its indexes are s's
 	for _, scheme := range []string{"bearer", "basic", "token"} {
 		for i := 0; ; {
 			j := strings.Index(lower[i:], scheme)
