@@ -19,7 +19,9 @@ const CutUnchecked = "[cut: the rest was not checked for credentials]"
 // 4 ms per 16 KiB, at least 4 ms, so that RedactText stays within 5 ms per
 // 16 KiB on this project's slow machine whatever a text holds. A text that
 // needs more (the keywords of tens of services on every line) is cut where
-// the time ran out, with CutUnchecked.
+// the time ran out, with CutUnchecked; a text that needs less than the
+// rules' minimum of work (rules.Find) is never cut, however busy the
+// machine.
 func scanTime(n int) time.Duration {
 	return max(1, time.Duration(n)/(16<<10)) * 4 * time.Millisecond
 }

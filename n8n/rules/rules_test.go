@@ -63,6 +63,23 @@ func TestFindStopsAtItsDeadline(t *testing.T) {
 	}
 }
 
+// TestFindChecksAShortTextWhole: a text that needs less than Find's
+// minimum of work is checked whole even past the deadline, so that a busy
+// machine redacts it as an idle one does (FuzzRedact found a short text
+// cut whole on a loaded machine: redacting it twice gave two answers).
+func TestFindChecksAShortTextWhole(t *testing.T) {
+	secret := "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+	text := "curl -u admin:pw https://crm.example/api github ghp_0123456789abcdefABCDEF0123456789abcd stripe " + secret
+	spans, checked := rules.Default().Find(text, time.Now().Add(-time.Second))
+	if checked != len(text) {
+		t.Fatalf("checked %d of %d bytes", checked, len(text))
+	}
+	at := strings.Index(text, secret)
+	if !slices.ContainsFunc(spans, func(sp rules.Span) bool { return sp.Start <= at && sp.End >= at+len(secret) }) {
+		t.Errorf("the Stripe key at %d was not found: %+v", at, spans)
+	}
+}
+
 // TestGitleaksVersion: GitleaksVersion is the module's version in go.mod.
 func TestGitleaksVersion(t *testing.T) {
 	info, ok := debug.ReadBuildInfo()

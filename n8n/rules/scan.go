@@ -28,18 +28,28 @@ type window struct {
 // pass for all rules): anchored where a literal its matches start with
 // stands, else on the bytes around its keywords that a match could span.
 // Go's matcher costs from a few nanoseconds to microseconds per byte
-// depending on the rule, so the budget is time: at the deadline Find stops
-// before the next piece of work and returns how far the text was checked;
-// checked < len(text) means that the rest was not looked at.
+// depending on the rule, so the budget is time: at the deadline, once it
+// has done minScan of work, Find stops before the next piece and returns
+// how far the text was checked; checked < len(text) means that the rest
+// was not looked at.
 func (s *Set) Find(text string, deadline time.Time) (spans []Span, checked int) {
-	for i, w := range s.windows(text) {
-		if i > 0 && time.Now().After(deadline) {
+	scanned := 0
+	for _, w := range s.windows(text) {
+		if scanned >= minScan && time.Now().After(deadline) {
 			return spans, w.start
 		}
 		spans = s.run(spans, text, w)
+		scanned += w.end - w.start
 	}
 	return spans, len(text)
 }
+
+// minScan is the work Find always does before its deadline may stop it, in
+// bytes of windows: a text that needs no more (every error message n8n
+// writes) is checked whole however busy the machine is, so that it is
+// redacted the same on every machine and every time. Past it, the
+// deadline bounds what a text full of keywords costs.
+const minScan = 32 << 10
 
 // windows returns, in the order of the text, the work for each rule.
 func (s *Set) windows(text string) []window {
