@@ -32,6 +32,12 @@ func (r *run) restoredN8N(t *testing.T) {
 	// The copy is taken with the error workflow published, as it is in
 	// use: the restored n8n publishes it again as it starts. Until then,
 	// no error workflow runs between a and b.
+	//
+	// The failing feed is unpublished in the copy: a restored n8n that
+	// starts a polling trigger keeps its publication "in_progress" ever
+	// after (n8n 2.41.1), and no publish or unpublish of it then ends.
+	// It is published again, afresh, once the restored n8n runs.
+	r.n8n.unpublish(t, r.feed.ID)
 	backup := r.n8n.backup(t)
 	r.n8n.unpublish(t, r.errors.ID)
 	// A few ids between the copy and a: what n8n may run by itself after
@@ -62,6 +68,7 @@ func (r *run) restoredN8N(t *testing.T) {
 	r.n8n.restore(t, backup)
 	r.n8n.start(t)
 	restarted := time.Now()
+	defer r.n8n.publish(t, r.feed.ID)
 
 	// A new event: n8n gives it a's id again. It acts, once.
 	r.padTo(t, a)
