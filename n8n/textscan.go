@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"math"
 	"strings"
+
+	"github.com/retryaudit/retryaudit/n8n/rules"
 )
 
 // span is a part of a text to hide: bytes [start, end).
@@ -253,18 +255,6 @@ func userinfoSpans(s string, spans []span) []span {
 	return spans
 }
 
-// asciiLower lowers ASCII letters only, so that every byte keeps its index
-// (strings.ToLower turns an invalid byte into three, and "İ" into three).
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 func userinfoByte(c byte) bool {
 	return c > ' ' && c < 0x7f && !strings.ContainsRune(`/"'<>\{}[]()|^`+"`", rune(c))
 }
@@ -315,7 +305,7 @@ func curlUserSpans(s string, spans []span) []span {
 // token when 16 or more token characters follow, so that "the basic plan;
 // token expired" stays.
 func schemeSpans(s string, spans []span) []span {
-	lower := asciiLower(s) // byte for byte: its indexes are s's
+	lower := rules.ASCIILower(s) // byte for byte: its indexes are s's
 	for _, scheme := range []string{"bearer", "basic", "token"} {
 		for i := 0; ; {
 			j := strings.Index(lower[i:], scheme)

@@ -53,7 +53,7 @@ const minScan = 32 << 10
 
 // windows returns, in the order of the text, the work for each rule.
 func (s *Set) windows(text string) []window {
-	lower := asciiLower(text)
+	lower := ASCIILower(text)
 	var all []window
 	open := map[int]int{} // rule → index in all of its last unanchored window
 	tried := map[[2]int]bool{}
@@ -234,9 +234,10 @@ func entropy(s string) float64 {
 	return bits
 }
 
-// asciiLower lowers ASCII letters only, so that offsets stay those of the
-// text (the keywords are ASCII).
-func asciiLower(s string) string {
+// ASCIILower lowers ASCII letters only, so that every byte keeps its index
+// (strings.ToLower turns an invalid byte into three bytes, and "İ" into
+// three): offsets found in the lowered text are the text's.
+func ASCIILower(s string) string {
 	b := []byte(s)
 	for i, c := range b {
 		if c >= 'A' && c <= 'Z' {
