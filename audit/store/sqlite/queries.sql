@@ -68,16 +68,18 @@ WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
   AND (retry_of <> '' OR mode <> '')
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: BatchReadHolders
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
   SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND status = 'processing' AND holder_execution_id <> ''
+  AND +status = 'processing' AND holder_execution_id <> ''
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: BatchReadReportHolders
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
   SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND status IN ('processing', 'failed') AND holder_execution_id <> ''
+  AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
@@ -90,17 +92,19 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
   last_delivery_id, last_presented_at
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: BatchReclaim
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
   UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
-  last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: BatchHold
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
   UPDATE webhook_events SET last_seen_at = ? FROM v
-  WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
@@ -158,11 +162,16 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_workflow_id, j.value
   ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: two selects, each on its own index (+source and INDEXED BY keep the planner off the event index): it read every unlinked error.
 -- name: BatchPendingErrors
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  SELECT execution_id, root_execution_id FROM n8n_errors WHERE +source IS NULL
   AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
+  AND execution_id <> '' AND execution_id IN (SELECT v_id FROM v)
+  UNION
+  SELECT execution_id, root_execution_id FROM n8n_errors INDEXED BY n8n_errors_unlinked_root WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND root_execution_id IN (SELECT v_id FROM v)
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchOpenThreads
