@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -41,14 +40,6 @@ func (s *Store) prepareClaim(ctx context.Context, c claimInput) claimInput {
 		ExecutionID: r.ExecutionID, ClaimedRetryOf: r.RetryOf})
 	c.learned = true
 	return c
-}
-
-// batchEntry is an entry as a batch statement returned it.
-type batchEntry struct {
-	Source  string `db:"source"`
-	EventID string `db:"event_id"`
-	entryState
-	previousDelivery
 }
 
 // claimBatch decides a batch of claims in tx, in rounds: the first claim of
@@ -119,23 +110,14 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		if len(batch) == 0 {
 			break
 		}
-		for len(batch) > 0 {
-			moved, err := s.claimSimple(ctx, tx, batch, now)
-			if err != nil {
-				return err
-			}
-			if len(moved) == 0 {
-				break
-			}
-			// Some claims could not be decided with the others: undo the
-			// round and leave their events to the one-by-one path.
-			if _, err := s.exec(ctx, tx, "batch", s.q.BatchRollback); err != nil {
-				return err
-			}
-			for _, j := range moved {
-				alone[claimKey(j.req.req)] = true
-			}
-			batch = slices.DeleteFunc(batch, func(j *claimJob) bool { return alone[claimKey(j.req.req)] })
+		// The claims the round could not decide wrote nothing: their
+		// events take the one-by-one path.
+		moved, err := s.claimRound(ctx, tx, batch, now)
+		if err != nil {
+			return err
+		}
+		for _, j := range moved {
+			alone[claimKey(j.req.req)] = true
 		}
 	}
 	asking := map[string]bool{} // events with a claim gone to ask n8n: the claims after it follow
@@ -343,272 +325,20 @@ func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
 	}
 }
 
-// claimSimple decides claims that need no lineage: each key once, each
-// execution its own holder. It returns the claims it could not decide (an
-// entry that moved between two statements, an event with items): the
-// caller undoes the savepoint and decides those alone.
-func (s *Store) claimSimple(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
-	q := s.q
-	at := s.t(now)
-	if _, err := s.exec(ctx, tx, "batch", s.q.BatchSavepoint); err != nil {
-		return nil, err
-	}
-	// Executions: one the service knows goes alone when anything but its
-	// id decides whether this claim is its (a reused id, n8n's word to
-	// ask for, another workflow), or when it has lineage to walk.
-	var known []knownExecution
-	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
-	if err := s.selectAll(ctx, tx, &known, "read executions", q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
-		return nil, err
-	}
-	var moved []*claimJob
-	byID := map[string]int{}
-	for i, k := range known {
-		byID[k.N8NID] = i
-	}
-	workflowOf := map[string]string{} // the workflow an execution of this batch claimed with
-	live := jobs[:0:0]
-	for _, j := range jobs {
-		r := j.req.req
-		if i, ok := byID[r.ExecutionID]; ok {
-			k := known[i]
-			seen := audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: j.req.lin.self.startedAt()}
-			verdict, _ := audit.Judge(k.domain(), seen, now, s.maxRun)
-			if k.ID != r.ExecutionID || verdict != audit.SameExecution || k.RetryOf != "" ||
-				s.lookup != nil && !j.req.lin.self.tried && k.stale(now) {
-				moved = append(moved, j)
-				continue
-			}
-		}
-		// Two claims of one batch naming one execution id with two
-		// workflows: the second is refused, as it would be after the first.
-		if wf, ok := workflowOf[r.ExecutionID]; ok {
-			first := audit.KnownExecution{ID: r.ExecutionID, WorkflowID: wf, FirstSeen: now, LastSeen: now}
-			if verdict, why := audit.Judge(first, audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID}, now,
-				s.maxRun); verdict != audit.SameExecution {
-				j.err = &audit.Error{Code: audit.CodeConflict, Message: why}
-				continue
-			}
-		}
-		if _, ok := workflowOf[r.ExecutionID]; !ok || r.WorkflowID != "" {
-			workflowOf[r.ExecutionID] = r.WorkflowID
-		}
-		live = append(live, j)
-	}
-	if len(moved) > 0 || len(live) == 0 {
-		return moved, nil
-	}
-	jobs = live
-	execRows := map[string][]string{}
-	var order []string
-	for _, j := range jobs {
-		r := j.req.req
-		row, ok := execRows[r.ExecutionID]
-		if !ok {
-			order = append(order, r.ExecutionID)
-			execRows[r.ExecutionID] = []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note}
-			continue
-		}
-		for i, v := range []string{r.ExecutionID, r.WorkflowID, r.WorkflowName, j.req.lin.mode, r.RetryOf, j.req.lin.note} {
-			if row[i] == "" {
-				row[i] = v
-			}
-		}
-	}
-	rows := make([][]string, 0, len(order))
-	for _, id := range order {
-		rows = append(rows, execRows[id])
-	}
-	if _, err := s.exec(ctx, tx, "record executions", q.BatchUpsertExecutions, append(s.drv.RowArgs(6, rows), at, at)...); err != nil {
-		return nil, err
-	}
-
-	// Entries: the first statement that returns a row decides.
-	res := make(map[string]*batchEntry, len(jobs))
-	decision := map[string]audit.Decision{}
-	key := func(source, eventID string) string { return source + "\x00" + eventID }
-	pending := slices.Clone(jobs)
-	for _, step := range []struct {
-		query    string
-		decision audit.Decision
-		args     func() []any
-	}{
-		{q.BatchInsertEntries, audit.DecisionClaimed, func() []any { return []any{at, at, at} }},
-		{q.BatchReclaim, audit.DecisionReclaimed, func() []any { return []any{at, at} }},
-		{q.BatchHold, audit.DecisionHeld, func() []any { return []any{at} }},
-		{q.BatchTouch, "", func() []any { return []any{at} }}, // none of those: what is it?
-	} {
-		if len(pending) == 0 {
-			break
-		}
-		var rows [][]string
-		for _, j := range pending {
-			r := j.req.req
-			if step.decision == "" {
-				rows = append(rows, []string{r.Source, r.EventID})
-			} else {
-				rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID})
-			}
-		}
-		n := 3
-		if step.decision == "" {
-			n = 2
-		}
-		var got []batchEntry
-		args := append(s.drv.RowArgs(n, rows), step.args()...) // the row set's placeholders come first
-		if err := s.selectAll(ctx, tx, &got, "claim entries", step.query, args...); err != nil {
-			return nil, err
-		}
-		for i := range got {
-			k := key(got[i].Source, got[i].EventID)
-			res[k] = &got[i]
-			decision[k] = step.decision
-		}
-		pending = slices.DeleteFunc(pending, func(j *claimJob) bool { return res[key(j.req.req.Source, j.req.req.EventID)] != nil })
-	}
-	moved = append(moved, pending...) // deleted under us: decide alone
-	for _, j := range jobs {
-		k := key(j.req.req.Source, j.req.req.EventID)
-		e := res[k]
-		if e == nil || decision[k] != "" {
-			continue
-		}
-		switch {
-		case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
-			moved = append(moved, j)
-		case e.Status == audit.StatusDone:
-			decision[k] = audit.DecisionDuplicate
-		default:
-			decision[k] = audit.DecisionInProgress
-		}
-	}
-	if len(moved) > 0 {
-		return moved, nil
-	}
-
-	// Deliveries: who presented the key, why, and the count.
-	results := make([]audit.ClaimResult, len(jobs))
-	var presentRows, actedRows [][]string
-	for i, j := range jobs {
-		r := j.req.req
-		k := key(r.Source, r.EventID)
-		e := res[k]
-		d := decision[k]
-		cr := audit.ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
-			IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.noteFor(r.ExecutionID, d),
-			Items: nil}
-		cr.Delivery = audit.DeliveryRedelivery
-		if d == audit.DecisionClaimed {
-			cr.Delivery = audit.DeliveryFirst
-		} else {
-			cr.Class = classify(d, false, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
-		}
-		results[i] = cr
-		acted := "0"
-		if cr.Process {
-			acted = "1"
-		}
-		presentRows = append(presentRows, []string{r.Source, r.EventID, r.ExecutionID, string(cr.Delivery), acted,
-			r.DeliveryID, r.WorkflowID, string(cr.Class)})
-	}
-	var fresh []audit.EventKey
-	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", q.BatchPresent,
-		append(s.drv.RowArgs(8, presentRows), at)...); err != nil {
-		return nil, err
-	}
-	isNew := map[string]bool{}
-	for _, f := range fresh {
-		isNew[key(f.Source, f.EventID)] = true
-	}
-	var countRows [][]string
-	for i, j := range jobs {
-		r := j.req.req
-		newOne := isNew[key(r.Source, r.EventID)]
-		if !newOne {
-			results[i].Delivery, results[i].Class = audit.DeliverySameExecution, ""
-			if results[i].Process {
-				actedRows = append(actedRows, []string{r.Source, r.EventID, r.ExecutionID})
-			}
-		}
-		n := "0"
-		if newOne {
-			n = "1"
-		}
-		countRows = append(countRows, []string{r.Source, r.EventID, n, r.Fingerprint, r.WorkflowID, r.DeliveryID})
-	}
-	if len(actedRows) > 0 {
-		if _, err := s.exec(ctx, tx, "record deliveries", q.BatchMarkActed, s.drv.RowArgs(3, actedRows)...); err != nil {
-			return nil, err
-		}
-	}
-	var counted []struct {
-		audit.EventKey
-		Deliveries  int    `db:"deliveries"`
-		Fingerprint string `db:"fingerprint"`
-	}
-	if err := s.selectAll(ctx, tx, &counted, "count deliveries", q.BatchCountDeliveries,
-		append(s.drv.RowArgs(6, countRows), at)...); err != nil {
-		return nil, err
-	}
-	stored := map[string]int{}
-	for i, c := range counted {
-		stored[key(c.Source, c.EventID)] = i
-	}
-
-	// History, counters, and what follows: pending errors, threads.
-	var history [][]string
-	metrics := map[[3]string]int{}
-	var threads [][]string
-	for i, j := range jobs {
-		r := j.req.req
-		cr := &results[i]
-		c := counted[stored[key(r.Source, r.EventID)]]
-		cr.Deliveries = c.Deliveries
-		cr.FingerprintMismatch = r.Fingerprint != "" && c.Fingerprint != r.Fingerprint
-		history = append(history, []string{r.Source, r.EventID, r.ExecutionID, r.WorkflowID, r.WorkflowName, r.Node,
-			string(cr.Decision), string(cr.Delivery), string(cr.Class), string(cr.Status),
-			claimMessage(*cr, []string{r.ExecutionID}, cr.LineageNote)})
-		for _, m := range claimMetrics(*cr) {
-			metrics[[3]string{r.Source, r.WorkflowID, m}]++
-		}
-		if cr.Delivery == audit.DeliveryRedelivery && cr.Process {
-			threads = append(threads, []string{audit.EventThread(r.Source, r.EventID)})
-		}
-	}
-	if _, err := s.exec(ctx, tx, "write history", q.BatchWrite, append(s.drv.RowArgs(11, history), at)...); err != nil {
-		return nil, err
-	}
-	if len(metrics) > 0 {
-		var rows [][]string
-		for k, n := range metrics {
-			rows = append(rows, []string{k[0], k[1], k[2], fmt.Sprint(n)})
-		}
-		slices.SortFunc(rows, func(a, b []string) int { return slices.Compare(a, b) })
-		hour := s.t(now.UTC().Truncate(time.Hour))
-		if _, err := s.exec(ctx, tx, "count", q.BatchCount,
-			append(s.drv.RowArgs(4, rows), hour, s.shard(tx))...); err != nil {
-			return nil, err
-		}
-	}
-	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, ids, threads, now)
-	if err != nil {
-		return nil, err
-	}
-	for i, j := range jobs {
-		j.res = results[i]
-		j.after = s.afterClaim(results[i], alerted[i])
-	}
-	_, err = s.exec(ctx, tx, "batch", s.q.BatchRelease)
-	return nil, err
-}
-
 // claimsFollowUp does, for the few claims of a batch that need it, what
 // the one-by-one path does after the history line: the fingerprint alert,
 // errors that waited for the claim, news in an alerted event's thread.
-func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, ids [][]string,
-	threads [][]string, now time.Time) ([]bool, error) {
+func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
+	now time.Time) ([]bool, error) {
 	q := s.q
 	alerted := make([]bool, len(jobs))
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
+	var threads [][]string
+	for i, j := range jobs {
+		if res := results[i]; res.Delivery == audit.DeliveryRedelivery && res.Process {
+			threads = append(threads, []string{audit.EventThread(j.req.req.Source, j.req.req.EventID)})
+		}
+	}
 	var waiting []struct {
 		ID   string `db:"execution_id"`
 		Root string `db:"root_execution_id"`

@@ -8,12 +8,9 @@ package store
 type queries struct {
 	AddHistory                     string
 	AttachError                    string
-	BatchCount                     string
-	BatchCountDeliveries           string
 	BatchHold                      string
 	BatchInsertEntries             string
 	BatchLockEntries               string
-	BatchMarkActed                 string
 	BatchOpenThreads               string
 	BatchPendingErrors             string
 	BatchPresent                   string
@@ -22,12 +19,8 @@ type queries struct {
 	BatchReadKnown                 string
 	BatchReadReportHolders         string
 	BatchReclaim                   string
-	BatchRelease                   string
-	BatchRollback                  string
-	BatchSavepoint                 string
 	BatchTouch                     string
-	BatchUpsertExecutions          string
-	BatchWrite                     string
+	ClaimBatchWrite                string
 	ClaimRelease                   string
 	ClaimRollback                  string
 	ClaimSavepoint                 string
@@ -59,6 +52,9 @@ type queries struct {
 	DetectStale                    string
 	DropPayloads                   string
 	ErrorKnown                     string
+	EventBatchCountDeliveries      string
+	EventExecutionBatchMarkActed   string
+	ExecutionBatchUpsert           string
 	FindDoneEntries                string
 	FindEvents                     string
 	FindStaleEntries               string
@@ -72,6 +68,7 @@ type queries struct {
 	GroupCount                     string
 	GroupFirst                     string
 	GroupLast                      string
+	HistoryBatchInsertClaims       string
 	HoldEvent                      string
 	HoldItem                       string
 	HoldsAny                       string
@@ -202,6 +199,7 @@ type queries struct {
 	RollUp                         string
 	SaveThread                     string
 	SpaceGroupReplies              string
+	StatsBatchAdd                  string
 	SupersedeExecution             string
 	TakeLease                      string
 	ThreadOpen                     string

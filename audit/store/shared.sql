@@ -26,9 +26,6 @@ SELECT id, source, event_id, item, at, kind, execution_id,
   FROM event_history WHERE source = ? AND event_id = ? AND kind IN ('outcome', 'resolution')
   ORDER BY id DESC LIMIT 1
 
--- name: BatchRollback
-ROLLBACK TO SAVEPOINT batch
-
 -- name: ClaimSavepoint
 SAVEPOINT claim
 
@@ -37,12 +34,6 @@ ROLLBACK TO SAVEPOINT claim
 
 -- name: ClaimRelease
 RELEASE SAVEPOINT claim
-
--- name: BatchSavepoint
-SAVEPOINT batch
-
--- name: BatchRelease
-RELEASE SAVEPOINT batch
 
 -- name: CountItems
 SELECT status, count(*) AS n FROM event_items WHERE source = ? AND event_id = ? GROUP BY status

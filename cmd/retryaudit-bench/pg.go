@@ -49,6 +49,19 @@ func createDatabase(ctx context.Context) (*database, error) {
 // url is the database's URL for the service.
 func (d *database) url() string { return pgURL(d.name) }
 
+// analyze gathers the planner's statistics of every table.
+func (d *database) analyze(ctx context.Context) error {
+	db, err := sql.Open("postgres", d.url())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	return nil
+}
+
 func (d *database) drop() {
 	d.admin.Exec("DROP DATABASE IF EXISTS " + d.name + " WITH (FORCE)")
 	d.admin.Close()

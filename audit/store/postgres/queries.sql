@@ -40,21 +40,6 @@ WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
   SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, n8n_status, first_seen_at, last_seen_at, started_at,
   ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
 
--- name: BatchUpsertExecutions
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_id, v_workflow_id, v_workflow_name, v_mode, v_claimed, v_note))
-  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  SELECT v_id, v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, CAST(? AS timestamptz), CAST(? AS timestamptz)
-  FROM v WHERE true ORDER BY v_id
-  ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
-  last_seen_at = excluded.last_seen_at
-
 -- name: BatchReadKnown
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
   SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
@@ -76,24 +61,24 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, 
   SELECT v_source, v_event_id, 'processing', v_holder, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz)
   FROM v WHERE true ORDER BY v_source, v_event_id
   ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- name: BatchReclaim
 WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_holder))
   UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
   last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- name: BatchHold
 WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_holder))
   UPDATE webhook_events SET last_seen_at = ? FROM v
   WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- name: BatchTouch
 WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id))
   UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- name: BatchPresent
 WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_execution_id, v_delivery, v_acted, v_delivery_id, v_workflow_id, v_class))
@@ -106,34 +91,6 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::t
   workflow_id = excluded.workflow_id, class = excluded.class
   WHERE event_executions.role <> 'claim'
   RETURNING source, event_id
-
--- name: BatchMarkActed
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_execution_id))
-  UPDATE event_executions SET acted = (1 = 1) FROM v
-  WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted
-
--- name: BatchCountDeliveries
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_new, v_fingerprint, v_workflow_id, v_delivery_id))
-  UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
-  fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
-  first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
-  last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
-  last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
-  FROM v WHERE source = v_source AND event_id = v_event_id
-  RETURNING source, event_id, deliveries, fingerprint
-
--- name: BatchWrite
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_execution_id, v_workflow_id, v_workflow_name, v_node, v_decision, v_delivery, v_class, v_status, v_message))
-  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-  node, decision, delivery, class, status, actor, message, crm_ref)
-  SELECT v_source, v_event_id, '', CAST(? AS timestamptz), 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
-  v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v
-
--- name: BatchCount
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_source, v_workflow_id, v_metric, v_n))
-  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-  SELECT CAST(? AS timestamptz), v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
-  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
 
 -- name: BatchPendingErrors
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
@@ -159,3 +116,73 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id)
 -- than such a query runs (118 ms waiting for the worker of an 11 ms count).
 -- name: OverviewSnapshot
 SET LOCAL max_parallel_workers_per_gather = 0
+
+-- What a round of claims writes once it is decided, in one statement: the
+-- executions, the deliveries acted on, the entries' delivery counts, the
+-- history lines and the counters. Each row set is one JSON array of
+-- objects, read by name.
+-- name: ClaimBatchWrite
+WITH executions_upserted AS (
+  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+  SELECT r.id, r.id, r.workflow_id, r.workflow_name, r.mode, '', r.claimed_retry_of, r.id, '', r.note,
+  CAST(:now AS timestamptz), CAST(:now AS timestamptz)
+  FROM jsonb_to_recordset(CAST(:executions AS jsonb))
+  AS r(id text, workflow_id text, workflow_name text, mode text, claimed_retry_of text, note text)
+  ORDER BY r.id
+  ON CONFLICT (execution_id) DO UPDATE SET
+  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+  ELSE executions.claimed_retry_of END,
+  last_seen_at = excluded.last_seen_at
+  RETURNING 1
+), acted AS (
+  UPDATE event_executions AS x SET acted = true
+  FROM jsonb_to_recordset(CAST(:acted AS jsonb)) AS r(source text, event_id text, execution_id text)
+  WHERE x.source = r.source AND x.event_id = r.event_id AND x.execution_id = r.execution_id AND NOT x.acted
+  RETURNING 1
+), counted AS (
+  UPDATE webhook_events AS w SET deliveries = w.deliveries + CASE WHEN r.new THEN 1 ELSE 0 END,
+  fingerprint = CASE WHEN w.fingerprint = '' THEN r.fingerprint ELSE w.fingerprint END,
+  first_workflow_id = CASE WHEN w.first_workflow_id = '' AND r.new THEN r.workflow_id ELSE w.first_workflow_id END,
+  last_delivery_id = CASE WHEN r.new THEN r.delivery_id ELSE w.last_delivery_id END,
+  last_presented_at = CASE WHEN r.new THEN CAST(:now AS timestamptz) ELSE w.last_presented_at END
+  FROM jsonb_to_recordset(CAST(:deliveries AS jsonb))
+  AS r(source text, event_id text, new boolean, fingerprint text, workflow_id text, delivery_id text)
+  WHERE w.source = r.source AND w.event_id = r.event_id
+  RETURNING 1
+), history AS (
+  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref)
+  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'claim', r.execution_id, '', r.workflow_id,
+  r.workflow_name, r.node, r.decision, r.delivery, r.class, r.status, '', r.message, ''
+  FROM jsonb_to_recordset(CAST(:history AS jsonb))
+  AS r(source text, event_id text, execution_id text, workflow_id text, workflow_name text, node text,
+  decision text, delivery text, class text, status text, message text)
+  RETURNING 1
+), counters AS (
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
+  FROM jsonb_to_recordset(CAST(:counters AS jsonb)) AS r(source text, workflow_id text, metric text, n integer)
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+  RETURNING 1
+)
+SELECT 1
+
+-- PostgreSQL: empty: ClaimBatchWrite writes the executions with the rest.
+-- name: ExecutionBatchUpsert
+
+-- PostgreSQL: empty: ClaimBatchWrite marks the deliveries acted on with the rest.
+-- name: EventExecutionBatchMarkActed
+
+-- PostgreSQL: empty: ClaimBatchWrite counts the deliveries with the rest.
+-- name: EventBatchCountDeliveries
+
+-- PostgreSQL: empty: ClaimBatchWrite writes the history with the rest.
+-- name: HistoryBatchInsertClaims
+
+-- PostgreSQL: empty: ClaimBatchWrite writes the counters with the rest.
+-- name: StatsBatchAdd

@@ -45,23 +45,6 @@ WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
   ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
--- name: BatchUpsertExecutions
-WITH v AS (SELECT j.value->>0 AS v_id, j.value->>1 AS v_workflow_id, j.value->>2 AS v_workflow_name, j.value->>3 AS v_mode, j.value->>4 AS v_claimed, j.value->>5 AS v_note FROM json_each(?) AS j)
-  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  SELECT v_id, v_id, v_workflow_id, v_workflow_name, v_mode, '', v_claimed, v_id, '', v_note, ?, ?
-  FROM v WHERE true ORDER BY v_id
-  ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
-  last_seen_at = excluded.last_seen_at
-
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchReadKnown
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
   SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
@@ -89,7 +72,7 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
   SELECT v_source, v_event_id, 'processing', v_holder, ?, ?, ?
   FROM v WHERE true ORDER BY v_source, v_event_id
   ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
@@ -97,7 +80,7 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
   UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
   last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
@@ -105,13 +88,13 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
   UPDATE webhook_events SET last_seen_at = ? FROM v
   WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchTouch
 WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
   UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at
+  last_delivery_id, last_presented_at, deliveries
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
@@ -126,40 +109,6 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
   workflow_id = excluded.workflow_id, class = excluded.class
   WHERE event_executions.role <> 'claim'
   RETURNING source, event_id
-
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchMarkActed
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id FROM json_each(?) AS j)
-  UPDATE event_executions SET acted = (1 = 1) FROM v
-  WHERE source = v_source AND event_id = v_event_id AND execution_id = v_execution_id AND NOT acted
-
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchCountDeliveries
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_new, j.value->>3 AS v_fingerprint, j.value->>4 AS v_workflow_id, j.value->>5 AS v_delivery_id FROM json_each(?) AS j)
-  UPDATE webhook_events SET deliveries = deliveries + CAST(v_new AS integer),
-  fingerprint = CASE WHEN fingerprint = '' THEN v_fingerprint ELSE fingerprint END,
-  first_workflow_id = CASE WHEN first_workflow_id = '' AND v_new = '1' THEN v_workflow_id ELSE first_workflow_id END,
-  last_delivery_id = CASE WHEN v_new = '1' THEN v_delivery_id ELSE last_delivery_id END,
-  last_presented_at = CASE WHEN v_new = '1' THEN ? ELSE last_presented_at END
-  FROM v WHERE source = v_source AND event_id = v_event_id
-  RETURNING source, event_id, deliveries, fingerprint
-
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
--- name: BatchWrite
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id, j.value->>3 AS v_workflow_id, j.value->>4 AS v_workflow_name, j.value->>5 AS v_node, j.value->>6 AS v_decision, j.value->>7 AS v_delivery, j.value->>8 AS v_class, j.value->>9 AS v_status, j.value->>10 AS v_message FROM json_each(?) AS j)
-  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
-  node, decision, delivery, class, status, actor, message, crm_ref)
-  SELECT v_source, v_event_id, '', ?, 'claim', v_execution_id, '', v_workflow_id, v_workflow_name,
-  v_node, v_decision, v_delivery, v_class, v_status, '', v_message, '' FROM v
-
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
--- name: BatchCount
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_workflow_id, j.value->>2 AS v_metric, j.value->>3 AS v_n FROM json_each(?) AS j)
-  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-  SELECT ?, v_source, v_workflow_id, v_metric, CAST(? AS integer), CAST(v_n AS integer) FROM v WHERE true
-  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: two selects, each on its own index (+source and INDEXED BY keep the planner off the event index): it read every unlinked error.
@@ -184,3 +133,64 @@ WITH v AS (SELECT j.value->>0 AS v_thread FROM json_each(?) AS j)
 -- SQLite: empty: the overview reads outside a transaction, which would take
 -- the write lock.
 -- name: OverviewSnapshot
+
+-- SQLite: empty: no data-modifying WITH; the statements below write a round
+-- of claims one table at a time (PostgreSQL writes them in one).
+-- name: ClaimBatchWrite
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: ExecutionBatchUpsert
+WITH r AS (SELECT j.value->>'$.id' AS id, j.value->>'$.workflow_id' AS workflow_id,
+  j.value->>'$.workflow_name' AS workflow_name, j.value->>'$.mode' AS mode,
+  j.value->>'$.claimed_retry_of' AS claimed_retry_of, j.value->>'$.note' AS note FROM json_each(:executions) AS j)
+  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+  SELECT id, id, workflow_id, workflow_name, mode, '', claimed_retry_of, id, '', note, :now, :now
+  FROM r WHERE true ORDER BY id
+  ON CONFLICT (execution_id) DO UPDATE SET
+  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+  ELSE executions.claimed_retry_of END,
+  last_seen_at = excluded.last_seen_at
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventExecutionBatchMarkActed
+WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_event_id,
+  j.value->>'$.execution_id' AS r_execution_id FROM json_each(:acted) AS j)
+  UPDATE event_executions SET acted = (1 = 1) FROM r
+  WHERE source = r_source AND event_id = r_event_id AND execution_id = r_execution_id AND NOT acted
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventBatchCountDeliveries
+WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_event_id, j.value->>'$.new' AS r_new,
+  j.value->>'$.fingerprint' AS r_fingerprint, j.value->>'$.workflow_id' AS r_workflow_id,
+  j.value->>'$.delivery_id' AS r_delivery_id FROM json_each(:deliveries) AS j)
+  UPDATE webhook_events SET deliveries = deliveries + r_new,
+  fingerprint = CASE WHEN fingerprint = '' THEN r_fingerprint ELSE fingerprint END,
+  first_workflow_id = CASE WHEN first_workflow_id = '' AND r_new THEN r_workflow_id ELSE first_workflow_id END,
+  last_delivery_id = CASE WHEN r_new THEN r_delivery_id ELSE last_delivery_id END,
+  last_presented_at = CASE WHEN r_new THEN :now ELSE last_presented_at END
+  FROM r WHERE source = r_source AND event_id = r_event_id
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: HistoryBatchInsertClaims
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
+  j.value->>'$.execution_id' AS execution_id, j.value->>'$.workflow_id' AS workflow_id,
+  j.value->>'$.workflow_name' AS workflow_name, j.value->>'$.node' AS node, j.value->>'$.decision' AS decision,
+  j.value->>'$.delivery' AS delivery, j.value->>'$.class' AS class, j.value->>'$.status' AS status,
+  j.value->>'$.message' AS message FROM json_each(:history) AS j)
+  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref)
+  SELECT source, event_id, '', :now, 'claim', execution_id, '', workflow_id, workflow_name,
+  node, decision, delivery, class, status, '', message, '' FROM r
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: StatsBatchAdd
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.workflow_id' AS workflow_id,
+  j.value->>'$.metric' AS metric, j.value->>'$.n' AS n FROM json_each(:counters) AS j)
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT :hour, source, workflow_id, metric, :shard, n FROM r WHERE true
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n

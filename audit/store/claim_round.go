@@ -1,0 +1,367 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// claimRound decides one round of a batch: claims that need no lineage,
+// each key once, each execution its own holder. It returns the claims it
+// could not decide (an execution known by more than its id, an entry with
+// items, one that moved between two statements), having written nothing
+// for them but the time their entry was last seen: the caller decides
+// those alone. In order: read the executions, capture the entries, record
+// the deliveries, then write the rest in one go.
+func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
+	jobs, moved, err := s.judgeExecutions(ctx, tx, jobs, now)
+	if err != nil || len(jobs) == 0 {
+		return moved, err
+	}
+	entries, err := s.captureEntries(ctx, tx, jobs, now)
+	if err != nil {
+		return nil, err
+	}
+	jobs = slices.DeleteFunc(jobs, func(j *claimJob) bool {
+		if _, ok := entries[eventKey(j.req.req)]; !ok {
+			moved = append(moved, j)
+			return true
+		}
+		return false
+	})
+	if len(jobs) == 0 {
+		return moved, nil
+	}
+	results := make([]audit.ClaimResult, len(jobs))
+	for i, j := range jobs {
+		results[i] = decideClaim(j, entries[eventKey(j.req.req)], now)
+	}
+	if err := s.presentRound(ctx, tx, jobs, results, now); err != nil {
+		return nil, err
+	}
+	if err := s.writeRound(ctx, tx, jobs, results, now); err != nil {
+		return nil, err
+	}
+	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, now)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range jobs {
+		j.res = results[i]
+		j.after = s.afterClaim(results[i], alerted[i])
+	}
+	return moved, nil
+}
+
+// judgeExecutions reads the round's executions and returns the claims the
+// round can decide. One the service knows goes alone when anything but its
+// id decides whether this claim is its (a reused id, n8n's word to ask
+// for, another workflow), or when it has lineage to walk. A second claim of
+// the round naming one execution id with another workflow is refused, as it
+// would be after the first.
+func (s *Store) judgeExecutions(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (live, moved []*claimJob, err error) {
+	var known []knownExecution
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
+	if err := s.selectAll(ctx, tx, &known, "read executions", s.q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[string]knownExecution, len(known))
+	for _, k := range known {
+		byID[k.N8NID] = k
+	}
+	workflowOf := map[string]string{} // the workflow an execution of this round claimed with
+	for _, j := range jobs {
+		r := j.req.req
+		if k, ok := byID[r.ExecutionID]; ok {
+			seen := audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: j.req.lin.self.startedAt()}
+			verdict, _ := audit.Judge(k.domain(), seen, now, s.maxRun)
+			if k.ID != r.ExecutionID || verdict != audit.SameExecution || k.RetryOf != "" ||
+				s.lookup != nil && !j.req.lin.self.tried && k.stale(now) {
+				moved = append(moved, j)
+				continue
+			}
+		}
+		if wf, ok := workflowOf[r.ExecutionID]; ok {
+			first := audit.KnownExecution{ID: r.ExecutionID, WorkflowID: wf, FirstSeen: now, LastSeen: now}
+			if verdict, why := audit.Judge(first, audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID}, now,
+				s.maxRun); verdict != audit.SameExecution {
+				j.err = &audit.Error{Code: audit.CodeConflict, Message: why}
+				continue
+			}
+		}
+		if _, ok := workflowOf[r.ExecutionID]; !ok || r.WorkflowID != "" {
+			workflowOf[r.ExecutionID] = r.WorkflowID
+		}
+		live = append(live, j)
+	}
+	return live, moved, nil
+}
+
+// batchEntry is an entry as a batch statement returned it.
+type batchEntry struct {
+	Source  string `db:"source"`
+	EventID string `db:"event_id"`
+	entryState
+	previousDelivery
+	Deliveries int `db:"deliveries"`
+}
+
+// captureEntries captures the round's entries: the first statement that
+// returns an entry's row decides. The entries it returns are the ones the
+// round decides; an entry with items, one that failed since the reclaim,
+// one deleted meanwhile is left out (only its last-seen time was touched).
+func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (map[audit.EventKey]batchEntry, error) {
+	q := s.q
+	at := s.t(now)
+	got := make(map[audit.EventKey]batchEntry, len(jobs))
+	pending := slices.Clone(jobs)
+	for _, step := range []struct {
+		query    string
+		decision audit.Decision
+		args     []any
+	}{
+		{q.BatchInsertEntries, audit.DecisionClaimed, []any{at, at, at}},
+		{q.BatchReclaim, audit.DecisionReclaimed, []any{at, at}},
+		{q.BatchHold, audit.DecisionHeld, []any{at}},
+		{q.BatchTouch, "", []any{at}}, // none of those: what is it?
+	} {
+		if len(pending) == 0 {
+			break
+		}
+		n := 3
+		if step.decision == "" {
+			n = 2
+		}
+		rows := make([][]string, 0, len(pending))
+		for _, j := range pending {
+			r := j.req.req
+			rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID}[:n])
+		}
+		var returned []batchEntry
+		args := append(s.drv.RowArgs(n, rows), step.args...) // the row set's placeholders come first
+		if err := s.selectAll(ctx, tx, &returned, "claim entries", step.query, args...); err != nil {
+			return nil, err
+		}
+		for _, e := range returned {
+			switch {
+			case step.decision != "":
+				e.decision = step.decision
+			case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
+				continue
+			case e.Status == audit.StatusDone:
+				e.decision = audit.DecisionDuplicate
+			default:
+				e.decision = audit.DecisionInProgress
+			}
+			got[audit.EventKey{Source: e.Source, EventID: e.EventID}] = e
+		}
+		pending = slices.DeleteFunc(pending, func(j *claimJob) bool {
+			_, ok := got[eventKey(j.req.req)]
+			return ok
+		})
+	}
+	return got, nil
+}
+
+// decideClaim is what a claim of the round is answered, given its entry
+// as captured, before the deliveries are recorded.
+func decideClaim(j *claimJob, e batchEntry, now time.Time) audit.ClaimResult {
+	r := j.req.req
+	d := e.decision
+	res := audit.ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
+		IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.noteFor(r.ExecutionID, d),
+		Delivery: audit.DeliveryRedelivery}
+	if d == audit.DecisionClaimed {
+		res.Delivery = audit.DeliveryFirst
+	} else {
+		res.Class = classify(d, false, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
+	}
+	// The count and the fingerprint as the round's write leaves them.
+	fingerprint := e.Fingerprint
+	if fingerprint == "" {
+		fingerprint = r.Fingerprint
+	}
+	res.Deliveries = e.Deliveries
+	res.FingerprintMismatch = r.Fingerprint != "" && fingerprint != r.Fingerprint
+	return res
+}
+
+// presentRound records that each execution of the round presented its
+// key. An execution that presented it before is the same execution, not a
+// new delivery: its answer says so, and it is not counted again.
+func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
+	rows := make([][]string, 0, len(jobs))
+	for i, j := range jobs {
+		r, res := j.req.req, results[i]
+		acted := "0"
+		if res.Process {
+			acted = "1"
+		}
+		rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID, string(res.Delivery), acted,
+			r.DeliveryID, r.WorkflowID, string(res.Class)})
+	}
+	var fresh []audit.EventKey
+	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", s.q.BatchPresent,
+		append(s.drv.RowArgs(8, rows), s.t(now))...); err != nil {
+		return err
+	}
+	isNew := make(map[audit.EventKey]bool, len(fresh))
+	for _, f := range fresh {
+		isNew[f] = true
+	}
+	for i, j := range jobs {
+		if isNew[eventKey(j.req.req)] {
+			results[i].Deliveries++
+			continue
+		}
+		results[i].Delivery, results[i].Class = audit.DeliverySameExecution, ""
+	}
+	return nil
+}
+
+// The rows a round writes once decided, each set marshalled once as JSON
+// and read by name by the statements.
+type (
+	executionRow struct {
+		ID             string `json:"id"`
+		WorkflowID     string `json:"workflow_id"`
+		WorkflowName   string `json:"workflow_name"`
+		Mode           string `json:"mode"`
+		ClaimedRetryOf string `json:"claimed_retry_of"`
+		Note           string `json:"note"`
+	}
+	actedRow struct {
+		Source      string `json:"source"`
+		EventID     string `json:"event_id"`
+		ExecutionID string `json:"execution_id"`
+	}
+	deliveryRow struct {
+		Source      string `json:"source"`
+		EventID     string `json:"event_id"`
+		New         bool   `json:"new"`
+		Fingerprint string `json:"fingerprint"`
+		WorkflowID  string `json:"workflow_id"`
+		DeliveryID  string `json:"delivery_id"`
+	}
+	claimHistoryRow struct {
+		Source       string `json:"source"`
+		EventID      string `json:"event_id"`
+		ExecutionID  string `json:"execution_id"`
+		WorkflowID   string `json:"workflow_id"`
+		WorkflowName string `json:"workflow_name"`
+		Node         string `json:"node"`
+		Decision     string `json:"decision"`
+		Delivery     string `json:"delivery"`
+		Class        string `json:"class"`
+		Status       string `json:"status"`
+		Message      string `json:"message"`
+	}
+	counterRow struct {
+		Source     string `json:"source"`
+		WorkflowID string `json:"workflow_id"`
+		Metric     string `json:"metric"`
+		N          int    `json:"n"`
+	}
+)
+
+// roundWrites are the named parameters of the round's write.
+type roundWrites struct {
+	Executions string `db:"executions"`
+	Acted      string `db:"acted"`
+	Deliveries string `db:"deliveries"`
+	History    string `db:"history"`
+	Counters   string `db:"counters"`
+	Now        any    `db:"now"`
+	Hour       any    `db:"hour"`
+	Shard      int    `db:"shard"`
+}
+
+// writeRound writes what the decided round leaves: its executions, the
+// deliveries acted on, the entries' counts, the history and the counters.
+// PostgreSQL writes them in one statement, SQLite one table at a time.
+func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
+	var (
+		executions []executionRow
+		acted      []actedRow
+		deliveries []deliveryRow
+		history    []claimHistoryRow
+		counters   []counterRow
+	)
+	execAt := map[string]int{}
+	counterAt := map[[3]string]int{}
+	for i, j := range jobs {
+		r, res, lin := j.req.req, results[i], j.req.lin
+		row := executionRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: lin.mode,
+			ClaimedRetryOf: r.RetryOf, Note: lin.note}
+		if at, ok := execAt[r.ExecutionID]; ok { // one execution claiming several events: fill what is missing
+			e := &executions[at]
+			e.WorkflowID, e.WorkflowName = cmp.Or(e.WorkflowID, row.WorkflowID), cmp.Or(e.WorkflowName, row.WorkflowName)
+			e.Mode, e.ClaimedRetryOf, e.Note = cmp.Or(e.Mode, row.Mode), cmp.Or(e.ClaimedRetryOf, row.ClaimedRetryOf), cmp.Or(e.Note, row.Note)
+		} else {
+			execAt[r.ExecutionID] = len(executions)
+			executions = append(executions, row)
+		}
+		isNew := res.Delivery != audit.DeliverySameExecution
+		if !isNew && res.Process {
+			acted = append(acted, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
+		}
+		deliveries = append(deliveries, deliveryRow{Source: r.Source, EventID: r.EventID, New: isNew,
+			Fingerprint: r.Fingerprint, WorkflowID: r.WorkflowID, DeliveryID: r.DeliveryID})
+		history = append(history, claimHistoryRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
+			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
+			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
+			Message: claimMessage(res, []string{r.ExecutionID}, res.LineageNote)})
+		for _, m := range claimMetrics(res) {
+			k := [3]string{r.Source, r.WorkflowID, m}
+			if at, ok := counterAt[k]; ok {
+				counters[at].N++
+				continue
+			}
+			counterAt[k] = len(counters)
+			counters = append(counters, counterRow{Source: r.Source, WorkflowID: r.WorkflowID, Metric: m, N: 1})
+		}
+	}
+	// Rows in key order, so that two rounds lock them in the same order.
+	slices.SortFunc(executions, func(a, b executionRow) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(counters, func(a, b counterRow) int {
+		return slices.Compare([]string{a.Source, a.WorkflowID, a.Metric}, []string{b.Source, b.WorkflowID, b.Metric})
+	})
+	w := roundWrites{Executions: rowSet(executions), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
+		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
+		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
+	for _, st := range []struct{ op, query string }{
+		{"write claims", s.q.ClaimBatchWrite}, // PostgreSQL: all of it; SQLite: empty
+		{"record executions", s.q.ExecutionBatchUpsert},
+		{"record deliveries", s.q.EventExecutionBatchMarkActed},
+		{"count deliveries", s.q.EventBatchCountDeliveries},
+		{"write history", s.q.HistoryBatchInsertClaims},
+		{"count", s.q.StatsBatchAdd},
+	} {
+		if st.query == "" {
+			continue // written by ClaimBatchWrite on this database
+		}
+		if _, err := s.namedExec(ctx, tx, st.op, st.query, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventKey names the event a claim is about.
+func eventKey(r audit.ClaimRequest) audit.EventKey {
+	return audit.EventKey{Source: r.Source, EventID: r.EventID}
+}
+
+// rowSet marshals a batch's rows as one JSON array: an empty set is [].
+func rowSet[T any](rows []T) string {
+	if len(rows) == 0 {
+		return "[]"
+	}
+	raw, _ := json.Marshal(rows) // strings, booleans and numbers only: it cannot fail
+	return string(raw)
+}
