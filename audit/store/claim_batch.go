@@ -62,7 +62,13 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	if jobs, err = s.refuseOtherWorkflows(ctx, tx, jobs, now); err != nil || len(jobs) == 0 {
 		return err
 	}
-	known, held, err := s.lineageInBatch(ctx, tx, jobs)
+	// The executions the batch names, read once: for their lineage, and
+	// for the first round, which writes nothing before it judges them.
+	execs, err := s.readExecutions(ctx, tx, uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))
+	if err != nil {
+		return err
+	}
+	known, held, err := s.lineageInBatch(ctx, tx, jobs, execs)
 	if err != nil {
 		return err
 	}
@@ -112,7 +118,8 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 		// The claims the round could not decide wrote nothing: their
 		// events take the one-by-one path.
-		moved, err := s.claimRound(ctx, tx, batch, now)
+		moved, err := s.claimRound(ctx, tx, batch, execs, now)
+		execs = nil // the later rounds read what the rounds before wrote
 		if err != nil {
 			return err
 		}
@@ -232,8 +239,8 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 // executions holding the events of the claims queued without lineage, as
 // the batch starts. Without n8n's API a claim's lineage can say something
 // only when its execution is known, so the holders are read only then.
-func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob) (known map[string]bool,
-	held map[string]string, err error) {
+func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob,
+	execs map[string]knownExecution) (known map[string]bool, held map[string]string, err error) {
 	seen := map[string]bool{}
 	var asked, unlearned []*claimJob
 	for _, j := range jobs {
@@ -247,15 +254,11 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		seen[k] = true
 	}
 	if s.lookup == nil && len(asked) > 0 {
-		var ids []string
-		err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown,
-			s.drv.RowArgs(1, uniqueColumn(asked, func(j *claimJob) string { return j.req.req.ExecutionID }))...)
-		if err != nil {
-			return nil, nil, err
-		}
-		known = make(map[string]bool, len(ids))
-		for _, id := range ids {
-			known[id] = true
+		known = map[string]bool{}
+		for _, j := range asked {
+			if k, ok := execs[j.req.req.ExecutionID]; ok && (k.RetryOf != "" || k.Mode != "") {
+				known[k.N8NID] = true
+			}
 		}
 		unlearned = slices.DeleteFunc(unlearned, func(j *claimJob) bool { return !known[j.req.req.ExecutionID] })
 	}

@@ -18,10 +18,18 @@ import (
 // for them but the time their entry was last seen: the caller decides
 // those alone. In order: read the executions, capture the entries, record
 // the deliveries, then write the rest in one go.
-func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
-	jobs, moved, err := s.judgeExecutions(ctx, tx, jobs, now)
-	if err != nil || len(jobs) == 0 {
-		return moved, err
+func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
+	now time.Time) ([]*claimJob, error) {
+	if execs == nil {
+		var err error
+		ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
+		if execs, err = s.readExecutions(ctx, tx, ids); err != nil {
+			return nil, err
+		}
+	}
+	jobs, moved := s.judgeExecutions(jobs, execs, now)
+	if len(jobs) == 0 {
+		return moved, nil
 	}
 	entries, err := s.captureEntries(ctx, tx, jobs, now)
 	if err != nil {
@@ -58,22 +66,27 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	return moved, nil
 }
 
-// judgeExecutions reads the round's executions and returns the claims the
-// round can decide. One the service knows goes alone when anything but its
-// id decides whether this claim is its (a reused id, n8n's word to ask
-// for, another workflow), or when it has lineage to walk. A second claim of
-// the round naming one execution id with another workflow is refused, as it
-// would be after the first.
-func (s *Store) judgeExecutions(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (live, moved []*claimJob, err error) {
+// readExecutions reads the executions the service keeps under the given
+// n8n ids (rows of one), by n8n id.
+func (s *Store) readExecutions(ctx context.Context, tx *sqlx.Tx, ids [][]string) (map[string]knownExecution, error) {
 	var known []knownExecution
-	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 	if err := s.selectAll(ctx, tx, &known, "read executions", s.q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	byID := make(map[string]knownExecution, len(known))
 	for _, k := range known {
 		byID[k.N8NID] = k
 	}
+	return byID, nil
+}
+
+// judgeExecutions returns the claims the round can decide, given the
+// executions the service knows. One it knows goes alone when anything but
+// its id decides whether this claim is its (a reused id, n8n's word to ask
+// for, another workflow), or when it has lineage to walk. A second claim of
+// the round naming one execution id with another workflow is refused, as it
+// would be after the first.
+func (s *Store) judgeExecutions(jobs []*claimJob, byID map[string]knownExecution, now time.Time) (live, moved []*claimJob) {
 	workflowOf := map[string]string{} // the workflow an execution of this round claimed with
 	for _, j := range jobs {
 		r := j.req.req
@@ -99,7 +112,7 @@ func (s *Store) judgeExecutions(ctx context.Context, tx *sqlx.Tx, jobs []*claimJ
 		}
 		live = append(live, j)
 	}
-	return live, moved, nil
+	return live, moved
 }
 
 // batchEntry is an entry as a batch statement returned it.

@@ -27,6 +27,7 @@ type knownExecution struct {
 	ID          string       `db:"execution_id"`
 	N8NID       string       `db:"n8n_id"`
 	RetryOf     string       `db:"retry_of"`
+	Mode        string       `db:"mode"`
 	Status      string       `db:"n8n_status"`
 	Incarnation int          `db:"incarnation"`
 	WorkflowID  string       `db:"workflow_id"`

@@ -41,7 +41,7 @@ SELECT count(*) FROM pragma_index_list('webhook_events') l WHERE l."unique" = 1
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchReadExecutions
 WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, n8n_status, first_seen_at, last_seen_at, started_at,
+  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at, started_at,
   ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
