@@ -89,6 +89,9 @@ type row struct {
 	pgbench   pgbenchResult
 	m         measured
 	peakRSSMB float64
+	// tripsPerBatch is the database round trips per batch, commit
+	// included, from the service's metrics; 0 when not batched.
+	tripsPerBatch float64
 }
 
 func benchHTTP(ctx context.Context, o options) error {
@@ -158,8 +161,10 @@ func benchDialect(ctx context.Context, o options, dialect string) ([]row, error)
 			if kind == "claim" {
 				r.pgbench = pg
 			}
+			var where string
+			where, r.tripsPerBatch = profile(before, svc.scrapeStatements(), m.n)
 			fmt.Fprintf(os.Stderr, "%s %s %2d clients: %.0f/s p50 %s p99 %s %s\n  %s\n", dialect, kind, c, m.rate(),
-				ms(m.pct(0.5)), ms(m.pct(0.99)), m.others(), profile(before, svc.scrapeStatements(), m.n))
+				ms(m.pct(0.5)), ms(m.pct(0.99)), m.others(), where)
 			rows = append(rows, r)
 		}
 	}
@@ -173,16 +178,20 @@ func printTable(rows []row, o options) {
 	fmt.Printf("retryaudit-bench http: %s, %d CPUs, %s each, new keys; PostgreSQL with its durability as configured\n\n",
 		host, runtime.NumCPU(), o.duration)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| database\t what\t clients\t pgbench tps\t service/s\t ratio\t p50 / p99\t peak RSS\t other answers\t")
-	fmt.Fprintln(tw, "| ---\t ---\t ---\t ---\t ---\t ---\t ---\t ---\t ---\t")
+	fmt.Fprintln(tw, "| database\t what\t clients\t pgbench tps\t service/s\t ratio\t p50 / p99\t round trips per batch\t peak RSS\t other answers\t")
+	fmt.Fprintln(tw, "| ---\t ---\t ---\t ---\t ---\t ---\t ---\t ---\t ---\t ---\t")
 	for _, r := range rows {
 		pgtps, ratio := "", ""
 		if r.pgbench.TPS > 0 {
 			pgtps = fmt.Sprintf("%.0f (%.2f ms)", r.pgbench.TPS, r.pgbench.LatencyMS)
 			ratio = fmt.Sprintf("%.2f", r.m.rate()/r.pgbench.TPS)
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %d\t %s\t %.0f\t %s\t %s / %s\t %.0f MB\t %s\t\n", r.db, r.kind, r.clients, pgtps,
-			r.m.rate(), ratio, ms(r.m.pct(0.5)), ms(r.m.pct(0.99)), r.peakRSSMB, r.m.others())
+		trips := ""
+		if r.tripsPerBatch > 0 {
+			trips = fmt.Sprintf("%.1f", r.tripsPerBatch)
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %d\t %s\t %.0f\t %s\t %s / %s\t %s\t %.0f MB\t %s\t\n", r.db, r.kind, r.clients, pgtps,
+			r.m.rate(), ratio, ms(r.m.pct(0.5)), ms(r.m.pct(0.99)), trips, r.peakRSSMB, r.m.others())
 	}
 	tw.Flush()
 }

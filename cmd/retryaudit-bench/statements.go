@@ -50,10 +50,11 @@ func (s *service) scrapeStatements() statements {
 
 // profile says, per request answered, how many round trips the database
 // saw between before and after, how long they took in all, and the five
-// that took longest: where a request's time in the database goes.
-func profile(before, after statements, requests int) string {
+// that took longest: where a request's time in the database goes. It also
+// returns the round trips per batch (0 when the requests were not batched).
+func profile(before, after statements, requests int) (string, float64) {
 	if requests == 0 {
-		return ""
+		return "", 0
 	}
 	type op struct {
 		name   string
@@ -62,11 +63,13 @@ func profile(before, after statements, requests int) string {
 	var ops []op
 	var n, sum float64
 	var batches []string
+	var batchCount float64
 	for name, a := range after {
 		b := before[name]
 		o := op{name, a.n - b.n, a.sum - b.sum}
 		if kind, ok := strings.CutPrefix(name, "batch "); ok && o.n > 0 {
 			batches = append(batches, fmt.Sprintf("%s %.1f", kind, o.sum/o.n))
+			batchCount += o.n
 			continue
 		}
 		if o.n > 0 {
@@ -80,8 +83,12 @@ func profile(before, after statements, requests int) string {
 		top = append(top, fmt.Sprintf("%s %.2f×%.2f ms", o.name, o.n/float64(requests), 1000*o.sum/o.n))
 	}
 	slices.Sort(batches)
-	return fmt.Sprintf("mean batch: %s; database per request: %.2f round trips, %.2f ms; longest (per request × mean): %s",
-		strings.Join(batches, ", "), n/float64(requests), 1000*sum/float64(requests), strings.Join(top, ", "))
+	perBatch := 0.0
+	if batchCount > 0 {
+		perBatch = n / batchCount
+	}
+	return fmt.Sprintf("mean batch: %s; database per request: %.2f round trips, %.2f ms; per batch: %.1f round trips; longest (per request × mean): %s",
+		strings.Join(batches, ", "), n/float64(requests), 1000*sum/float64(requests), perBatch, strings.Join(top, ", ")), perBatch
 }
 
 func cmpFloat(a, b float64) int {
