@@ -382,7 +382,7 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 }
 
 // uniqueColumn returns the distinct values of one column, as rows of one.
-func uniqueColumn(jobs []*claimJob, col func(*claimJob) string) [][]string {
+func uniqueColumn[T any](jobs []T, col func(T) string) [][]string {
 	seen := map[string]bool{}
 	var rows [][]string
 	for _, j := range jobs {

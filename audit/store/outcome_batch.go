@@ -63,9 +63,19 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err != nil {
 		return err
 	}
+	// The plain reports first, set-based; the loop below runs the rest
+	// one by one, in the order they came.
+	decided, err := s.outcomeRound(ctx, tx, plainReports(jobs, needs), now)
+	if err != nil {
+		return err
+	}
 	seen, later := map[string]bool{}, map[string]bool{}
 	for _, j := range jobs {
 		k := j.req.req.Source + "\x00" + j.req.req.EventID
+		if decided[j] {
+			seen[k] = true
+			continue
+		}
 		// A later report of an event goes again, its lineage learned anew
 		// against the holder the reports before it left, unless its
 		// lineage cannot depend on the holder: it is whole, or there is

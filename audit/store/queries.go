@@ -53,7 +53,10 @@ type queries struct {
 	DropPayloads                   string
 	ErrorKnown                     string
 	EventBatchCountDeliveries      string
+	EventBatchFinish               string
 	EventExecutionBatchMarkActed   string
+	EventExecutionBatchReporters   string
+	ExecutionBatchSeen             string
 	ExecutionBatchUpsert           string
 	FindDoneEntries                string
 	FindEvents                     string
@@ -69,6 +72,7 @@ type queries struct {
 	GroupFirst                     string
 	GroupLast                      string
 	HistoryBatchInsertClaims       string
+	HistoryBatchInsertOutcomes     string
 	HoldEvent                      string
 	HoldItem                       string
 	HoldsAny                       string
@@ -94,6 +98,7 @@ type queries struct {
 	MergeShards                    string
 	OtherEventHolder               string
 	OtherItemHolder                string
+	OutcomeBatchWrite              string
 	OutcomeRelease                 string
 	OutcomeRollback                string
 	OutcomeSavepoint               string

@@ -202,3 +202,72 @@ SELECT 1
 
 -- PostgreSQL: empty: ClaimBatchWrite writes the counters with the rest.
 -- name: StatsBatchAdd
+
+-- The fenced transition of a round of outcome reports, each from the
+-- execution that holds its entry (the chain is the reporter alone).
+-- name: EventBatchFinish
+WITH r AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'status' AS status, j->>'reporter' AS reporter,
+  j->>'crm_ref' AS crm_ref
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reports AS jsonb)))) AS j
+)
+UPDATE webhook_events AS w SET status = r.status, holder_execution_id = r.reporter,
+  updated_at = CAST(:now AS timestamptz), last_seen_at = CAST(:now AS timestamptz), review_reason = '',
+  crm_ref = CASE WHEN r.crm_ref <> '' THEN r.crm_ref ELSE w.crm_ref END
+  FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
+  AND (w.holder_execution_id = r.reporter OR w.holder_execution_id = '')
+  AND (w.status = 'processing' OR (w.status = 'failed' AND w.holder_execution_id <> r.reporter))
+  AND w.review_reason <> 'contradiction'
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.review_reason
+
+-- What a round of finished outcome reports writes, in one statement: the
+-- reporters' executions seen, the reporters of the events, the history
+-- lines and the counters.
+-- name: OutcomeBatchWrite
+WITH execution_rows AS (
+  SELECT j->>'id' AS id, j->>'workflow_id' AS workflow_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j
+), reporter_rows AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reporters AS jsonb)))) AS j
+), history_rows AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
+  j->>'decision' AS decision, j->>'status' AS status, j->>'message' AS message, j->>'crm_ref' AS crm_ref
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
+), counter_rows AS (
+  SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
+), executions_seen AS (
+  UPDATE executions AS x SET workflow_id = CASE WHEN r.workflow_id <> '' THEN r.workflow_id ELSE x.workflow_id END,
+  last_seen_at = CAST(:now AS timestamptz)
+  FROM execution_rows AS r WHERE x.execution_id = r.id
+  RETURNING 1
+), reporters AS (
+  INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
+  SELECT r.source, r.event_id, r.execution_id, 'report', CAST(:now AS timestamptz) FROM reporter_rows AS r
+  ON CONFLICT (source, event_id, execution_id) DO NOTHING
+  RETURNING 1
+), history AS (
+  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref, error_id)
+  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'outcome', r.execution_id, '', '', '', '', r.decision,
+  '', '', r.status, '', r.message, r.crm_ref, NULL
+  FROM history_rows AS r
+  RETURNING 1
+), counters AS (
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
+  FROM counter_rows AS r
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+  RETURNING 1
+)
+SELECT 1
+
+-- PostgreSQL: empty: OutcomeBatchWrite writes the executions seen with the rest.
+-- name: ExecutionBatchSeen
+
+-- PostgreSQL: empty: OutcomeBatchWrite records the reporters with the rest.
+-- name: EventExecutionBatchReporters
+
+-- PostgreSQL: empty: OutcomeBatchWrite writes the history with the rest.
+-- name: HistoryBatchInsertOutcomes

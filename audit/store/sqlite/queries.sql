@@ -194,3 +194,44 @@ WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.workflow_id' AS w
   INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
   SELECT :hour, source, workflow_id, metric, :shard, n FROM r WHERE true
   ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventBatchFinish
+WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_event_id,
+  j.value->>'$.status' AS r_status, j.value->>'$.reporter' AS r_reporter, j.value->>'$.crm_ref' AS r_crm_ref
+  FROM json_each(:reports) AS j)
+UPDATE webhook_events SET status = r_status, holder_execution_id = r_reporter, updated_at = :now,
+  last_seen_at = :now, review_reason = '', crm_ref = CASE WHEN r_crm_ref <> '' THEN r_crm_ref ELSE crm_ref END
+  FROM r WHERE source = r_source AND event_id = r_event_id AND item_count = 0
+  AND (holder_execution_id = r_reporter OR holder_execution_id = '')
+  AND (+status = 'processing' OR (status = 'failed' AND holder_execution_id <> r_reporter))
+  AND review_reason <> 'contradiction'
+  RETURNING source, event_id, status, holder_execution_id, review_reason
+
+-- SQLite: empty: no data-modifying WITH; the statements below write a round
+-- of outcome reports one table at a time (PostgreSQL writes them in one).
+-- name: OutcomeBatchWrite
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: ExecutionBatchSeen
+WITH r AS (SELECT j.value->>'$.id' AS r_id, j.value->>'$.workflow_id' AS r_workflow_id FROM json_each(:executions) AS j)
+UPDATE executions SET workflow_id = CASE WHEN r_workflow_id <> '' THEN r_workflow_id ELSE workflow_id END,
+  last_seen_at = :now FROM r WHERE execution_id = r_id
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventExecutionBatchReporters
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
+  j.value->>'$.execution_id' AS execution_id FROM json_each(:reporters) AS j)
+INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
+  SELECT source, event_id, execution_id, 'report', :now FROM r WHERE true
+  ON CONFLICT (source, event_id, execution_id) DO NOTHING
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: HistoryBatchInsertOutcomes
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
+  j.value->>'$.execution_id' AS execution_id, j.value->>'$.decision' AS decision, j.value->>'$.status' AS status,
+  j.value->>'$.message' AS message, j.value->>'$.crm_ref' AS crm_ref FROM json_each(:history) AS j)
+INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref, error_id)
+  SELECT source, event_id, '', :now, 'outcome', execution_id, '', '', '', '', decision, '', '', status, '', message,
+  crm_ref, NULL FROM r
