@@ -12,7 +12,6 @@ type queries struct {
 	BatchInsertEntries             string
 	BatchLockEntries               string
 	BatchOpenThreads               string
-	BatchPendingErrors             string
 	BatchPresent                   string
 	BatchReadExecutions            string
 	BatchReadHolders               string
@@ -51,6 +50,7 @@ type queries struct {
 	DeleteScratchOutbox            string
 	DetectStale                    string
 	DropPayloads                   string
+	ErrorBatchPending              string
 	ErrorKnown                     string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
