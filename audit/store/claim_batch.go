@@ -332,14 +332,22 @@ func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
 // the one-by-one path does after the history line: the fingerprint alert,
 // errors that waited for the claim, news in an alerted event's thread.
 func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
-	waiting []pendingError, now time.Time) ([]bool, error) {
+	now time.Time) ([]bool, error) {
 	q := s.q
 	alerted := make([]bool, len(jobs))
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 	var threads [][]string
 	for i, j := range jobs {
 		if res := results[i]; res.Delivery == audit.DeliveryRedelivery && res.Process {
 			threads = append(threads, []string{audit.EventThread(j.req.req.Source, j.req.req.EventID)})
 		}
+	}
+	var waiting []struct {
+		ID   string `db:"execution_id"`
+		Root string `db:"root_execution_id"`
+	}
+	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.BatchPendingErrors, s.drv.RowArgs(1, ids)...); err != nil {
+		return nil, err
 	}
 	pendingFor := map[string]bool{}
 	for _, w := range waiting {

@@ -52,11 +52,10 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	if err := s.presentRound(ctx, tx, jobs, results, now); err != nil {
 		return nil, err
 	}
-	pending, err := s.writeRound(ctx, tx, jobs, results, now)
-	if err != nil {
+	if err := s.writeRound(ctx, tx, jobs, results, now); err != nil {
 		return nil, err
 	}
-	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, pending, now)
+	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, now)
 	if err != nil {
 		return nil, err
 	}
@@ -295,19 +294,10 @@ type roundWrites struct {
 	Shard      int    `db:"shard"`
 }
 
-// pendingError is an error recorded before the claim of its execution (or
-// of the root of its lineage), waiting for it to link to its event.
-type pendingError struct {
-	ID   string `db:"execution_id"`
-	Root string `db:"root_execution_id"`
-}
-
 // writeRound writes what the decided round leaves: its executions, the
-// deliveries acted on, the entries' counts, the history and the counters,
-// and returns the errors waiting for the round's executions. PostgreSQL
-// does it in one statement, SQLite one table at a time.
-func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
-	now time.Time) ([]pendingError, error) {
+// deliveries acted on, the entries' counts, the history and the counters.
+// PostgreSQL writes them in one statement, SQLite one table at a time.
+func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
 	var (
 		executions []executionRow
 		acted      []actedRow
@@ -357,7 +347,6 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 	w := roundWrites{Executions: rowSet(executions), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
 		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
 		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
-	var pending []pendingError
 	for _, st := range []struct{ op, query string }{
 		{"write claims", s.q.ClaimBatchWrite}, // PostgreSQL: all of it; SQLite: empty
 		{"record executions", s.q.ExecutionBatchUpsert},
@@ -365,18 +354,15 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		{"count deliveries", s.q.EventBatchCountDeliveries},
 		{"write history", s.q.HistoryBatchInsertClaims},
 		{"count", s.q.StatsBatchAdd},
-		{"find pending errors", s.q.ErrorBatchPending},
 	} {
 		if st.query == "" {
-			continue // done by ClaimBatchWrite on this database
+			continue // written by ClaimBatchWrite on this database
 		}
-		var rows []pendingError // only the last statement returns rows
-		if err := s.namedSelect(ctx, tx, &rows, st.op, st.query, w); err != nil {
-			return nil, err
+		if _, err := s.namedExec(ctx, tx, st.op, st.query, w); err != nil {
+			return err
 		}
-		pending = append(pending, rows...)
 	}
-	return pending, nil
+	return nil
 }
 
 // eventKey names the event a claim is about.

@@ -12,6 +12,7 @@ type queries struct {
 	BatchInsertEntries             string
 	BatchLockEntries               string
 	BatchOpenThreads               string
+	BatchPendingErrors             string
 	BatchPresent                   string
 	BatchReadExecutions            string
 	BatchReadHolders               string
@@ -50,7 +51,6 @@ type queries struct {
 	DeleteScratchOutbox            string
 	DetectStale                    string
 	DropPayloads                   string
-	ErrorBatchPending              string
 	ErrorKnown                     string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string

@@ -92,6 +92,12 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::t
   WHERE event_executions.role <> 'claim'
   RETURNING source, event_id
 
+-- name: BatchPendingErrors
+WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
+  SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
+
 -- name: BatchOpenThreads
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_thread))
   SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
@@ -113,8 +119,7 @@ SET LOCAL max_parallel_workers_per_gather = 0
 
 -- What a round of claims writes once it is decided, in one statement: the
 -- executions, the deliveries acted on, the entries' delivery counts, the
--- history lines and the counters; it returns the errors waiting for the
--- round's executions. Each row set is one JSON array of
+-- history lines and the counters. Each row set is one JSON array of
 -- objects, read by name. It is unnested from an array, which the planner
 -- takes for about ten rows: jsonb_to_recordset it takes for a hundred, and
 -- then it hashed the whole of a table of 20,000 entries rather than look
@@ -181,13 +186,7 @@ WITH execution_rows AS (
   ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
   RETURNING 1
 )
--- and returns the errors that wait for these executions' claims
-SELECT DISTINCT e.execution_id, e.root_execution_id FROM n8n_errors AS e WHERE e.source IS NULL
-  AND e.kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND (e.execution_id IN (SELECT id FROM execution_rows) OR e.root_execution_id IN (SELECT id FROM execution_rows))
-
--- PostgreSQL: empty: ClaimBatchWrite returns the waiting errors.
--- name: ErrorBatchPending
+SELECT 1
 
 -- PostgreSQL: empty: ClaimBatchWrite writes the executions with the rest.
 -- name: ExecutionBatchUpsert

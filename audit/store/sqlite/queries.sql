@@ -111,6 +111,18 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>
   RETURNING source, event_id
 
 -- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
+-- SQLite: two selects, each on its own index (+source and INDEXED BY keep the planner off the event index): it read every unlinked error.
+-- name: BatchPendingErrors
+WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
+  SELECT execution_id, root_execution_id FROM n8n_errors WHERE +source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND execution_id <> '' AND execution_id IN (SELECT v_id FROM v)
+  UNION
+  SELECT execution_id, root_execution_id FROM n8n_errors INDEXED BY n8n_errors_unlinked_root WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND root_execution_id IN (SELECT v_id FROM v)
+
+-- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- name: BatchOpenThreads
 WITH v AS (SELECT j.value->>0 AS v_thread FROM json_each(?) AS j)
   SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
@@ -223,14 +235,3 @@ INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry
   node, decision, delivery, class, status, actor, message, crm_ref, error_id)
   SELECT source, event_id, '', :now, 'outcome', execution_id, '', '', '', '', decision, '', '', status, '', message,
   crm_ref, NULL FROM r
-
--- SQLite: two selects, each on its own index (+source and INDEXED BY keep the planner off the event index): it read every unlinked error.
--- name: ErrorBatchPending
-WITH r AS (SELECT j.value->>'$.id' AS r_id FROM json_each(:executions) AS j)
-  SELECT execution_id, root_execution_id FROM n8n_errors WHERE +source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND execution_id <> '' AND execution_id IN (SELECT r_id FROM r)
-  UNION
-  SELECT execution_id, root_execution_id FROM n8n_errors INDEXED BY n8n_errors_unlinked_root WHERE source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND root_execution_id IN (SELECT r_id FROM r)
