@@ -19,7 +19,8 @@ const unlinkedGrace = 30 * time.Second
 // RecordError stores an error report once per execution (or per identical
 // payload), records the execution's lineage, links the error to the event
 // its execution (or the execution it retries) touched, and writes the alert,
-// all in one transaction. A linked error leaves the entry processing (the
+// all in one transaction (shared with concurrent reports when batching is
+// on: errorBatch). A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
 func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
 	r = r.Stored(s.redact)
@@ -30,30 +31,34 @@ func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.
 		// the payload reports is n8n's.
 		self = s.askN8N(ctx, r.ExecutionID)
 	}
+	if s.errors != nil {
+		return s.errors.do(ctx, errorInput{rep: r, self: self})
+	}
 	var res audit.N8NErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		now := s.now()
-		var rec recorded
-		if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
-			var err error
-			if rec, err = s.recordExecution(ctx, tx, errorExecution(r, self), now); err != nil {
-				return err
-			}
-		}
 		var err error
-		res, err = s.recordError(ctx, tx, r, rec, now)
+		res, err = s.recordReport(ctx, tx, r, self, s.now())
 		return err
 	})
 	if err != nil {
 		return audit.N8NErrorResult{}, err
 	}
-	if !res.Duplicate {
-		s.metrics.Ingested(res.Kind)
-		if res.Kind != audit.N8NErrorTest {
-			s.nudge()
+	s.afterError(res)()
+	return res, nil
+}
+
+// recordReport records a report in tx: its execution's lineage, then the
+// error itself (recordError).
+func (s *Store) recordReport(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, self n8nWord,
+	now time.Time) (audit.N8NErrorResult, error) {
+	var rec recorded
+	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
+		var err error
+		if rec, err = s.recordExecution(ctx, tx, errorExecution(r, self), now); err != nil {
+			return audit.N8NErrorResult{}, err
 		}
 	}
-	return res, nil
+	return s.recordError(ctx, tx, r, rec, now)
 }
 
 // errorExecution is what an error report says of its execution. Lineage

@@ -52,6 +52,9 @@ type queries struct {
 	DetectStale                    string
 	DropPayloads                   string
 	ErrorKnown                     string
+	ErrorRelease                   string
+	ErrorRollback                  string
+	ErrorSavepoint                 string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
 	EventExecutionBatchMarkActed   string

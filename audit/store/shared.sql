@@ -268,6 +268,15 @@ ROLLBACK TO SAVEPOINT outcome
 -- name: OutcomeRelease
 RELEASE SAVEPOINT outcome
 
+-- name: ErrorSavepoint
+SAVEPOINT error
+
+-- name: ErrorRollback
+ROLLBACK TO SAVEPOINT error
+
+-- name: ErrorRelease
+RELEASE SAVEPOINT error
+
 -- name: ReadChannelSlot
 SELECT next_at FROM slack_channels WHERE channel = ?
 

@@ -117,6 +117,7 @@ type Store struct {
 	// claims commits concurrent claims together; nil when batching is off.
 	claims   *batcher[claimInput, audit.ClaimResult]
 	outcomes *batcher[outcomeInput, audit.OutcomeResult]
+	errors   *batcher[errorInput, audit.N8NErrorResult]
 	busy     *busyKeys       // the entries the batches are deciding
 	gauges   *storeCollector // nil without metrics
 }
@@ -181,8 +182,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// startBatching starts the group commit of claims and outcomes, unless it
-// is off.
+// startBatching starts the group commit of claims, outcomes and error
+// reports, unless it is off.
 func (s *Store) startBatching(b Batching) {
 	if b.Off {
 		return
@@ -199,6 +200,7 @@ func (s *Store) startBatching(b Batching) {
 	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
 	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
+	s.errors = newBatcher(s, "errors", b, s.errorBatch)
 	s.claims.key = func(c claimInput) string { return claimKey(c.req) }
 	s.outcomes.key = func(o outcomeInput) string { return entryKey(o.req.Source, o.req.EventID) }
 	s.outcomes.prepare = s.prepareOutcome
@@ -211,6 +213,7 @@ func (s *Store) Close() error {
 	if s.claims != nil {
 		s.claims.stop()
 		s.outcomes.stop()
+		s.errors.stop()
 	}
 	s.bg.Wait()
 	s.stmts.Range(func(_, v any) bool {
