@@ -341,28 +341,44 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 	}
 	// Rows in key order, so that two rounds lock them in the same order.
 	slices.SortFunc(executions, func(a, b executionRow) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(counters, func(a, b counterRow) int {
-		return slices.Compare([]string{a.Source, a.WorkflowID, a.Metric}, []string{b.Source, b.WorkflowID, b.Metric})
-	})
+	sortCounters(counters)
 	w := roundWrites{Executions: rowSet(executions), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
 		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
 		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
-	for _, st := range []struct{ op, query string }{
-		{"write claims", s.q.ClaimBatchWrite}, // PostgreSQL: all of it; SQLite: empty
-		{"record executions", s.q.ExecutionBatchUpsert},
-		{"record deliveries", s.q.EventExecutionBatchMarkActed},
-		{"count deliveries", s.q.EventBatchCountDeliveries},
-		{"write history", s.q.HistoryBatchInsertClaims},
-		{"count", s.q.StatsBatchAdd},
-	} {
+	return s.writeAll(ctx, tx, w,
+		writeStep{"write claims", s.q.ClaimBatchWrite},
+		writeStep{"record executions", s.q.ExecutionBatchUpsert},
+		writeStep{"record deliveries", s.q.EventExecutionBatchMarkActed},
+		writeStep{"count deliveries", s.q.EventBatchCountDeliveries},
+		writeStep{"write history", s.q.HistoryBatchInsertClaims},
+		writeStep{"count", s.q.StatsBatchAdd})
+}
+
+// writeStep is one statement of a batch's write. PostgreSQL writes every
+// table in the first one; SQLite has that one empty and writes a table in
+// each of the others, which PostgreSQL has empty.
+type writeStep struct{ op, query string }
+
+// writeAll runs the steps of a write that this database has, each with the
+// same named parameters.
+func (s *Store) writeAll(ctx context.Context, tx *sqlx.Tx, arg any, steps ...writeStep) error {
+	for _, st := range steps {
 		if st.query == "" {
-			continue // written by ClaimBatchWrite on this database
+			continue // written by another step on this database
 		}
-		if _, err := s.namedExec(ctx, tx, st.op, st.query, w); err != nil {
+		if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sortCounters puts counter rows in key order, so that two batches that
+// drew one shard lock its rows in the same order.
+func sortCounters(rows []counterRow) {
+	slices.SortFunc(rows, func(a, b counterRow) int {
+		return slices.Compare([]string{a.Source, a.WorkflowID, a.Metric}, []string{b.Source, b.WorkflowID, b.Metric})
+	})
 }
 
 // eventKey names the event a claim is about.

@@ -185,26 +185,15 @@ type outcomeWriteArgs struct {
 // at a time.
 func (s *Store) writeOutcomes(ctx context.Context, tx *sqlx.Tx, w outcomeWrites, now time.Time) error {
 	slices.SortFunc(w.executions, func(a, b seenRow) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(w.counters, func(a, b counterRow) int {
-		return slices.Compare([]string{a.Source, a.WorkflowID, a.Metric}, []string{b.Source, b.WorkflowID, b.Metric})
-	})
+	sortCounters(w.counters)
 	args := outcomeWriteArgs{Executions: rowSet(w.executions), Reporters: rowSet(w.reporters), History: rowSet(w.history),
 		Counters: rowSet(w.counters), Now: s.t(now), Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
-	for _, st := range []struct{ op, query string }{
-		{"write outcomes", s.q.OutcomeBatchWrite}, // PostgreSQL: all of it; SQLite: empty
-		{"record execution", s.q.ExecutionBatchSeen},
-		{"record reporter", s.q.EventExecutionBatchReporters},
-		{"write history", s.q.HistoryBatchInsertOutcomes},
-		{"count", s.q.StatsBatchAdd},
-	} {
-		if st.query == "" {
-			continue // written by OutcomeBatchWrite on this database
-		}
-		if _, err := s.namedExec(ctx, tx, st.op, st.query, args); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.writeAll(ctx, tx, args,
+		writeStep{"write outcomes", s.q.OutcomeBatchWrite},
+		writeStep{"record execution", s.q.ExecutionBatchSeen},
+		writeStep{"record reporter", s.q.EventExecutionBatchReporters},
+		writeStep{"write history", s.q.HistoryBatchInsertOutcomes},
+		writeStep{"count", s.q.StatsBatchAdd})
 }
 
 // outcomesFollowUp posts, for the finished reports of events whose thread
