@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -52,23 +53,27 @@ func (s *Store) prepareClaim(ctx context.Context, c claimInput) claimInput {
 // its entries' rows: the claims of an entry whose row another session
 // holds are set aside (batcher.setAside), never waited for.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
+	// The executions the batch names, read once (with the lock on
+	// PostgreSQL): for their lineage, and for the first round, which
+	// writes nothing before it judges them.
+	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 	locked, err := lockEntries(ctx, s, tx, jobs, func(c claimInput) audit.EventKey {
 		return audit.EventKey{Source: c.req.Source, EventID: c.req.EventID}
-	})
+	}, ids)
 	if err != nil {
 		return err
 	}
-	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked[claimKey(c.req)] })
-	if jobs, err = s.refuseOtherWorkflows(ctx, tx, jobs, now); err != nil || len(jobs) == 0 {
-		return err
+	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked.held[claimKey(c.req)] })
+	execs := locked.execs
+	if execs == nil {
+		if execs, err = s.readExecutions(ctx, tx, ids); err != nil {
+			return err
+		}
 	}
-	// The executions the batch names, read once: for their lineage, and
-	// for the first round, which writes nothing before it judges them.
-	execs, err := s.readExecutions(ctx, tx, uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))
-	if err != nil {
-		return err
+	if jobs = s.refuseOtherWorkflows(jobs, execs, now); len(jobs) == 0 {
+		return nil
 	}
-	known, held, err := s.lineageInBatch(ctx, tx, jobs, execs)
+	known, held, err := s.lineageInBatch(ctx, tx, jobs, execs, locked.states)
 	if err != nil {
 		return err
 	}
@@ -118,7 +123,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 		// The claims the round could not decide wrote nothing: their
 		// events take the one-by-one path.
-		moved, err := s.claimRound(ctx, tx, batch, execs, now)
+		moved, err := s.claimRound(ctx, tx, batch, execs, locked.mine, now)
 		execs = nil // the later rounds read what the rounds before wrote
 		if err != nil {
 			return err
@@ -152,7 +157,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 // rounds and takes some events one by one after the others, which is not
 // the order they came. An execution the service already knows is judged
 // against what it knows, in either path.
-func (s *Store) refuseOtherWorkflows(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) ([]*claimJob, error) {
+func (s *Store) refuseOtherWorkflows(jobs []*claimJob, execs map[string]knownExecution, now time.Time) []*claimJob {
 	workflowOf := map[string]string{}
 	var twice []string
 	for _, j := range jobs {
@@ -166,25 +171,13 @@ func (s *Store) refuseOtherWorkflows(ctx context.Context, tx *sqlx.Tx, jobs []*c
 		}
 	}
 	if len(twice) == 0 {
-		return jobs, nil
-	}
-	rows := make([][]string, len(twice))
-	for i, id := range twice {
-		rows[i] = []string{id}
-	}
-	var known []knownExecution
-	if err := s.selectAll(ctx, tx, &known, "read executions", s.q.BatchReadExecutions, s.drv.RowArgs(1, rows)...); err != nil {
-		return nil, err
-	}
-	isKnown := map[string]bool{}
-	for _, k := range known {
-		isKnown[k.N8NID] = true
+		return jobs
 	}
 	first := map[string]string{} // the workflow the execution was claimed with first in the batch
 	kept := jobs[:0:0]
 	for _, j := range jobs {
 		r := j.req.req
-		if !slices.Contains(twice, r.ExecutionID) || isKnown[r.ExecutionID] {
+		if _, known := execs[r.ExecutionID]; !slices.Contains(twice, r.ExecutionID) || known {
 			kept = append(kept, j)
 			continue
 		}
@@ -200,36 +193,95 @@ func (s *Store) refuseOtherWorkflows(ctx context.Context, tx *sqlx.Tx, jobs []*c
 		}
 		kept = append(kept, j)
 	}
-	return kept, nil
+	return kept
+}
+
+// lockedEntries is what lockEntries found.
+type lockedEntries struct {
+	// held are (by entryKey) the entries another database session holds:
+	// a batch that waited for one would hold its neighbours for the lock
+	// timeout, then fail and run again one by one.
+	held map[string]bool
+	// mine are the entries the batch locked: its statements change them
+	// without waiting, and what it reads of them stays true until it
+	// commits. nil: every entry is the batch's (SQLite).
+	mine map[audit.EventKey]bool
+	// states are the entries the batch locked as it locked them. nil: not
+	// read (SQLite, where a statement is no round trip).
+	states map[audit.EventKey]lockedState
+	// execs are the executions kept under the n8n ids asked for, by n8n
+	// id. nil: not read (SQLite).
+	execs map[string]knownExecution
+}
+
+// lockedState is what the lock read of an entry.
+type lockedState struct {
+	Status    audit.Status `json:"status"`
+	Holder    string       `json:"holder_execution_id"`
+	ItemCount int          `json:"item_count"`
 }
 
 // lockEntries locks, in tx, the rows of the entries the jobs are about and
-// returns (by entryKey) those another database session holds: a batch that
-// waited for one would hold its neighbours for the lock timeout, then fail
-// and run again one by one. The rows it locked, the batch's statements
-// change without waiting.
+// reads the executions kept under execIDs, in one statement. On SQLite,
+// with one writer and no row locks, it does nothing: no other session
+// holds an entry, and every entry is the batch's.
 func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
-	key func(Req) audit.EventKey) (map[string]bool, error) {
-	if s.q.BatchLockEntries == "" {
-		return nil, nil // SQLite
+	key func(Req) audit.EventKey, execIDs [][]string) (lockedEntries, error) {
+	if s.q.EventBatchLock == "" {
+		return lockedEntries{}, nil
 	}
 	seen := map[audit.EventKey]bool{}
-	var rows [][]string
+	var keys []audit.EventKey
 	for _, j := range jobs {
 		if k := key(j.req); !seen[k] {
 			seen[k] = true
-			rows = append(rows, []string{k.Source, k.EventID})
+			keys = append(keys, k)
 		}
 	}
-	var held []audit.EventKey
-	if err := s.selectAll(ctx, tx, &held, "lock entries", s.q.BatchLockEntries, s.drv.RowArgs(2, rows)...); err != nil {
-		return nil, err
+	ids := make([]executionRef, len(execIDs))
+	for i, id := range execIDs {
+		ids[i] = executionRef{ID: id[0]}
 	}
-	locked := make(map[string]bool, len(held))
-	for _, k := range held {
-		locked[entryKey(k.Source, k.EventID)] = true
+	var got struct {
+		Entries    []byte `db:"entries"`
+		Executions []byte `db:"executions"`
 	}
-	return locked, nil
+	if _, err := s.namedGet(ctx, tx, &got, "lock entries", s.q.EventBatchLock, struct {
+		Keys       string `db:"keys"`
+		Executions string `db:"executions"`
+	}{rowSet(keys), rowSet(ids)}); err != nil {
+		return lockedEntries{}, err
+	}
+	var entries []struct {
+		audit.EventKey
+		lockedState
+		Held bool `json:"held"`
+	}
+	var known []knownExecutionJSON
+	if err := json.Unmarshal(got.Entries, &entries); err != nil {
+		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read", Err: err}
+	}
+	if err := json.Unmarshal(got.Executions, &known); err != nil {
+		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read executions", Err: err}
+	}
+	l := lockedEntries{held: map[string]bool{}, mine: make(map[audit.EventKey]bool, len(entries)),
+		states: make(map[audit.EventKey]lockedState, len(entries)), execs: make(map[string]knownExecution, len(known))}
+	for _, e := range entries {
+		if e.Held {
+			l.held[entryKey(e.Source, e.EventID)] = true
+		} else {
+			l.mine[e.EventKey], l.states[e.EventKey] = true, e.lockedState
+		}
+	}
+	for _, k := range known {
+		l.execs[k.N8NID] = k.knownExecution()
+	}
+	return l, nil
+}
+
+// executionRef is an n8n execution id in a batch's row set.
+type executionRef struct {
+	ID string `json:"id"`
 }
 
 // lineageInBatch reads, in the batch's transaction, what decides whether
@@ -238,9 +290,10 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 // claims of an event and the claims queued without lineage; held are the
 // executions holding the events of the claims queued without lineage, as
 // the batch starts. Without n8n's API a claim's lineage can say something
-// only when its execution is known, so the holders are read only then.
-func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob,
-	execs map[string]knownExecution) (known map[string]bool, held map[string]string, err error) {
+// only when its execution is known, so the holders are read only then, and
+// only when the lock did not read them (states).
+func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
+	states map[audit.EventKey]lockedState) (known map[string]bool, held map[string]string, err error) {
 	seen := map[string]bool{}
 	var asked, unlearned []*claimJob
 	for _, j := range jobs {
@@ -264,6 +317,16 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	}
 	if len(unlearned) == 0 {
 		return known, nil, nil
+	}
+	if states != nil {
+		held = map[string]string{}
+		for _, j := range unlearned {
+			st := states[eventKey(j.req.req)]
+			if st.Status == audit.StatusProcessing && st.Holder != "" && st.ItemCount == 0 {
+				held[claimKey(j.req.req)] = st.Holder
+			}
+		}
+		return known, held, nil
 	}
 	rows := make([][]string, 0, len(unlearned))
 	for _, j := range unlearned {

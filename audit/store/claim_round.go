@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"slices"
 	"time"
@@ -17,9 +18,11 @@ import (
 // items, one that moved between two statements), having written nothing
 // for them but the time their entry was last seen: the caller decides
 // those alone. In order: read the executions, capture the entries, record
-// the deliveries, then write the rest in one go.
+// the deliveries, then write the rest in one go. mine are the entries the
+// batch holds (lockEntries; nil: all of them), to which the round adds
+// those it inserts.
 func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	now time.Time) ([]*claimJob, error) {
+	mine map[audit.EventKey]bool, now time.Time) ([]*claimJob, error) {
 	if execs == nil {
 		var err error
 		ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
@@ -31,7 +34,7 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	if len(jobs) == 0 {
 		return moved, nil
 	}
-	entries, err := s.captureEntries(ctx, tx, jobs, now)
+	entries, err := s.captureEntries(ctx, tx, jobs, mine, now)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +52,7 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	for i, j := range jobs {
 		results[i] = decideClaim(j, entries[eventKey(j.req.req)], now)
 	}
-	if err := s.presentRound(ctx, tx, jobs, results, now); err != nil {
+	if err := s.presentRound(ctx, tx, jobs, results, entries, now); err != nil {
 		return nil, err
 	}
 	if err := s.writeRound(ctx, tx, jobs, results, now); err != nil {
@@ -122,46 +125,62 @@ type batchEntry struct {
 	entryState
 	previousDelivery
 	Deliveries int `db:"deliveries"`
+	// Presented is whether the claiming execution presented the key
+	// before; NULL where the statement cannot tell (SQLite).
+	Presented sql.NullBool `db:"presented"`
+}
+
+// claimRow is a claim in the row set of a round's capture.
+type claimRow struct {
+	Source      string `json:"source"`
+	EventID     string `json:"event_id"`
+	ExecutionID string `json:"execution_id"`
 }
 
 // captureEntries captures the round's entries: the first statement that
 // returns an entry's row decides. The entries it returns are the ones the
 // round decides; an entry with items, one that failed since the reclaim,
 // one deleted meanwhile is left out (only its last-seen time was touched).
-func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (map[audit.EventKey]batchEntry, error) {
+// So is an entry the batch did not hold when the round began and could not
+// insert: another session made it since the batch locked its entries, and
+// what a statement reads of a row it had to wait for is older than the row.
+func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, mine map[audit.EventKey]bool,
+	now time.Time) (map[audit.EventKey]batchEntry, error) {
 	q := s.q
-	at := s.t(now)
 	got := make(map[audit.EventKey]batchEntry, len(jobs))
 	pending := slices.Clone(jobs)
 	for _, step := range []struct {
 		query    string
 		decision audit.Decision
-		args     []any
 	}{
-		{q.BatchInsertEntries, audit.DecisionClaimed, []any{at, at, at}},
-		{q.BatchReclaim, audit.DecisionReclaimed, []any{at, at}},
-		{q.BatchHold, audit.DecisionHeld, []any{at}},
-		{q.BatchTouch, "", []any{at}}, // none of those: what is it?
+		{q.EventBatchInsert, audit.DecisionClaimed},
+		{q.EventBatchReclaim, audit.DecisionReclaimed},
+		{q.EventBatchHold, audit.DecisionHeld},
+		{q.EventBatchTouch, ""}, // none of those: what is it?
 	} {
 		if len(pending) == 0 {
 			break
 		}
-		n := 3
-		if step.decision == "" {
-			n = 2
-		}
-		rows := make([][]string, 0, len(pending))
+		rows := make([]claimRow, 0, len(pending))
 		for _, j := range pending {
 			r := j.req.req
-			rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID}[:n])
+			rows = append(rows, claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
 		}
 		var returned []batchEntry
-		args := append(s.drv.RowArgs(n, rows), step.args...) // the row set's placeholders come first
-		if err := s.selectAll(ctx, tx, &returned, "claim entries", step.query, args...); err != nil {
+		if err := s.namedSelect(ctx, tx, &returned, "claim entries", step.query, struct {
+			Claims string `db:"claims"`
+			Now    any    `db:"now"`
+		}{rowSet(rows), s.t(now)}); err != nil {
 			return nil, err
 		}
 		for _, e := range returned {
+			k := audit.EventKey{Source: e.Source, EventID: e.EventID}
 			switch {
+			case step.decision == audit.DecisionClaimed:
+				e.decision = step.decision
+				if mine != nil {
+					mine[k] = true
+				}
 			case step.decision != "":
 				e.decision = step.decision
 			case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
@@ -171,11 +190,12 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 			default:
 				e.decision = audit.DecisionInProgress
 			}
-			got[audit.EventKey{Source: e.Source, EventID: e.EventID}] = e
+			got[k] = e
 		}
 		pending = slices.DeleteFunc(pending, func(j *claimJob) bool {
-			_, ok := got[eventKey(j.req.req)]
-			return ok
+			k := eventKey(j.req.req)
+			_, ok := got[k]
+			return ok || mine != nil && !mine[k] // not inserted, and not the batch's: left to the caller
 		})
 	}
 	return got, nil
@@ -204,28 +224,31 @@ func decideClaim(j *claimJob, e batchEntry, now time.Time) audit.ClaimResult {
 	return res
 }
 
-// presentRound records that each execution of the round presented its
-// key. An execution that presented it before is the same execution, not a
-// new delivery: its answer says so, and it is not counted again.
-func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
-	rows := make([][]string, 0, len(jobs))
-	for i, j := range jobs {
-		r, res := j.req.req, results[i]
-		acted := "0"
-		if res.Process {
-			acted = "1"
+// presentRound learns whether each execution of the round presented its
+// key before. One that did is the same execution, not a new delivery: its
+// answer says so, and it is not counted again. PostgreSQL read it with the
+// entries, and records the deliveries with the rest of the round's write;
+// SQLite, whose RETURNING cannot tell, records them here and learns it from
+// what the insert returns.
+func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
+	entries map[audit.EventKey]batchEntry, now time.Time) error {
+	isNew := make(map[audit.EventKey]bool, len(jobs))
+	if s.q.EventExecutionBatchPresent == "" {
+		for _, j := range jobs {
+			k := eventKey(j.req.req)
+			isNew[k] = !entries[k].Presented.Bool
 		}
-		rows = append(rows, []string{r.Source, r.EventID, r.ExecutionID, string(res.Delivery), acted,
-			r.DeliveryID, r.WorkflowID, string(res.Class)})
-	}
-	var fresh []audit.EventKey
-	if err := s.selectAll(ctx, tx, &fresh, "record deliveries", s.q.BatchPresent,
-		append(s.drv.RowArgs(8, rows), s.t(now))...); err != nil {
-		return err
-	}
-	isNew := make(map[audit.EventKey]bool, len(fresh))
-	for _, f := range fresh {
-		isNew[f] = true
+	} else {
+		var fresh []audit.EventKey
+		if err := s.namedSelect(ctx, tx, &fresh, "record deliveries", s.q.EventExecutionBatchPresent, struct {
+			Presented string `db:"presented"`
+			Now       any    `db:"now"`
+		}{rowSet(presentRows(jobs, results)), s.t(now)}); err != nil {
+			return err
+		}
+		for _, f := range fresh {
+			isNew[f] = true
+		}
 	}
 	for i, j := range jobs {
 		if isNew[eventKey(j.req.req)] {
@@ -235,6 +258,35 @@ func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob,
 		results[i].Delivery, results[i].Class = audit.DeliverySameExecution, ""
 	}
 	return nil
+}
+
+// presentedRow is an execution presenting its key, as the round decided it.
+type presentedRow struct {
+	Source      string `json:"source"`
+	EventID     string `json:"event_id"`
+	ExecutionID string `json:"execution_id"`
+	Delivery    string `json:"delivery"`
+	Acted       bool   `json:"acted"`
+	DeliveryID  string `json:"delivery_id"`
+	WorkflowID  string `json:"workflow_id"`
+	Class       string `json:"class"`
+}
+
+// presentRows are the round's claims as executions presenting their keys:
+// all of them before presentRound, those presenting it for the first time
+// after.
+func presentRows(jobs []*claimJob, results []audit.ClaimResult) []presentedRow {
+	rows := make([]presentedRow, 0, len(jobs))
+	for i, j := range jobs {
+		r, res := j.req.req, results[i]
+		if res.Delivery == audit.DeliverySameExecution {
+			continue
+		}
+		rows = append(rows, presentedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
+			Delivery: string(res.Delivery), Acted: res.Process, DeliveryID: r.DeliveryID, WorkflowID: r.WorkflowID,
+			Class: string(res.Class)})
+	}
+	return rows
 }
 
 // The rows a round writes once decided, each set marshalled once as JSON
@@ -285,6 +337,7 @@ type (
 // roundWrites are the named parameters of the round's write.
 type roundWrites struct {
 	Executions string `db:"executions"`
+	Presented  string `db:"presented"`
 	Acted      string `db:"acted"`
 	Deliveries string `db:"deliveries"`
 	History    string `db:"history"`
@@ -295,7 +348,8 @@ type roundWrites struct {
 }
 
 // writeRound writes what the decided round leaves: its executions, the
-// deliveries acted on, the entries' counts, the history and the counters.
+// deliveries (on PostgreSQL; SQLite recorded them in presentRound) and
+// those acted on, the entries' counts, the history and the counters.
 // PostgreSQL writes them in one statement, SQLite one table at a time.
 func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
 	var (
@@ -342,7 +396,7 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 	// Rows in key order, so that two rounds lock them in the same order.
 	slices.SortFunc(executions, func(a, b executionRow) int { return cmp.Compare(a.ID, b.ID) })
 	sortCounters(counters)
-	w := roundWrites{Executions: rowSet(executions), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
+	w := roundWrites{Executions: rowSet(executions), Presented: rowSet(presentRows(jobs, results)), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
 		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
 		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
 	return s.writeAll(ctx, tx, w,

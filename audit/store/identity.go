@@ -38,6 +38,35 @@ type knownExecution struct {
 	CheckedAt   sql.NullTime `db:"checked_at"`
 }
 
+// knownExecutionJSON is a knownExecution as PostgreSQL's json_agg writes
+// it (EventBatchLock).
+type knownExecutionJSON struct {
+	ID          string     `json:"execution_id"`
+	N8NID       string     `json:"n8n_id"`
+	RetryOf     string     `json:"retry_of"`
+	Mode        string     `json:"mode"`
+	Status      string     `json:"n8n_status"`
+	Incarnation int        `json:"incarnation"`
+	WorkflowID  string     `json:"workflow_id"`
+	FirstSeen   time.Time  `json:"first_seen_at"`
+	LastSeen    time.Time  `json:"last_seen_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+	CheckedAt   *time.Time `json:"checked_at"`
+}
+
+func (k knownExecutionJSON) knownExecution() knownExecution {
+	orNull := func(t *time.Time) sql.NullTime {
+		if t == nil {
+			return sql.NullTime{}
+		}
+		return sql.NullTime{Time: *t, Valid: true}
+	}
+	return knownExecution{ID: k.ID, N8NID: k.N8NID, RetryOf: k.RetryOf, Mode: k.Mode, Status: k.Status,
+		Incarnation: k.Incarnation, WorkflowID: k.WorkflowID, FirstSeen: k.FirstSeen, LastSeen: k.LastSeen,
+		StartedAt: orNull(k.StartedAt), EndedAt: orNull(k.EndedAt), CheckedAt: orNull(k.CheckedAt)}
+}
+
 func (k knownExecution) domain() audit.KnownExecution {
 	return audit.KnownExecution{ID: k.ID, WorkflowID: k.WorkflowID, FirstSeen: k.FirstSeen, LastSeen: k.LastSeen,
 		StartedAt: k.StartedAt.Time, Ended: k.EndedAt.Valid, Waiting: k.Status == "waiting"}

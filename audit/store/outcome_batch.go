@@ -50,16 +50,16 @@ func (s *Store) prepareOutcome(ctx context.Context, o outcomeInput) outcomeInput
 func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) error {
 	locked, err := lockEntries(ctx, s, tx, jobs, func(o outcomeInput) audit.EventKey {
 		return audit.EventKey{Source: o.req.Source, EventID: o.req.EventID}
-	})
+	}, uniqueColumn(jobs, func(j *outcomeJob) string { return j.req.req.ExecutionID }))
 	if err != nil {
 		return err
 	}
-	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked[entryKey(o.req.Source, o.req.EventID)] })
-	needs, err := s.reportsNeedingLineage(ctx, tx, jobs)
+	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked.held[entryKey(o.req.Source, o.req.EventID)] })
+	needs, err := s.reportsNeedingLineage(ctx, tx, jobs, locked)
 	if err != nil {
 		return err
 	}
-	known, err := s.knownReporters(ctx, tx, jobs)
+	known, err := s.knownReporters(ctx, tx, jobs, locked.execs)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,8 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 // reported more than once in the batch that the service knows from n8n
 // (a mode or a retryOf): their lineage may make them a Retry of the holder
 // the report before them leaves.
-func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob) (map[string]bool, error) {
+func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob,
+	execs map[string]knownExecution) (map[string]bool, error) {
 	if s.lookup != nil {
 		return nil, nil
 	}
@@ -136,11 +137,26 @@ func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcome
 	if len(rows) == 0 {
 		return nil, nil
 	}
+	return s.knownOf(ctx, tx, rows, execs)
+}
+
+// knownOf returns which of the executions (rows of one n8n id) the service
+// knows what n8n said of (a mode or a retryOf): from execs, the lock's read,
+// or when that is nil (SQLite) from the database.
+func (s *Store) knownOf(ctx context.Context, tx *sqlx.Tx, rows [][]string, execs map[string]knownExecution) (map[string]bool, error) {
+	known := make(map[string]bool, len(rows))
+	if execs != nil {
+		for _, r := range rows {
+			if k, ok := execs[r[0]]; ok && (k.RetryOf != "" || k.Mode != "") {
+				known[r[0]] = true
+			}
+		}
+		return known, nil
+	}
 	var ids []string
 	if err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown, s.drv.RowArgs(1, rows)...); err != nil {
 		return nil, err
 	}
-	known := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		known[id] = true
 	}
@@ -160,7 +176,8 @@ func (s *Store) afterOutcome(req audit.OutcomeRequest, res audit.OutcomeResult, 
 // first of each event in the batch) whose entry another execution holds, as
 // the batch starts, and whose lineage can say something: n8n's API is
 // configured, or the service knows the reporter from n8n.
-func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob) (map[*outcomeJob]bool, error) {
+func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob,
+	locked lockedEntries) (map[*outcomeJob]bool, error) {
 	seen := map[string]bool{}
 	var asked []*outcomeJob
 	var rows [][]string
@@ -176,16 +193,26 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 	if len(asked) == 0 {
 		return nil, nil
 	}
-	var holders []struct {
-		audit.EventKey
-		Holder string `db:"holder_execution_id"`
-	}
-	if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadReportHolders, s.drv.RowArgs(2, rows)...); err != nil {
-		return nil, err
-	}
 	held := map[string]string{}
-	for _, h := range holders {
-		held[h.Source+"\x00"+h.EventID] = h.Holder
+	if locked.states != nil {
+		for _, j := range asked {
+			r := j.req.req
+			st := locked.states[audit.EventKey{Source: r.Source, EventID: r.EventID}]
+			if (st.Status == audit.StatusProcessing || st.Status == audit.StatusFailed) && st.Holder != "" && st.ItemCount == 0 {
+				held[r.Source+"\x00"+r.EventID] = st.Holder
+			}
+		}
+	} else {
+		var holders []struct {
+			audit.EventKey
+			Holder string `db:"holder_execution_id"`
+		}
+		if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadReportHolders, s.drv.RowArgs(2, rows)...); err != nil {
+			return nil, err
+		}
+		for _, h := range holders {
+			held[h.Source+"\x00"+h.EventID] = h.Holder
+		}
 	}
 	var others [][]string
 	asked = slices.DeleteFunc(asked, func(j *outcomeJob) bool {
@@ -201,12 +228,9 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 	}
 	known := map[string]bool{}
 	if s.lookup == nil {
-		var ids []string
-		if err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown, s.drv.RowArgs(1, others)...); err != nil {
+		var err error
+		if known, err = s.knownOf(ctx, tx, others, locked.execs); err != nil {
 			return nil, err
-		}
-		for _, id := range ids {
-			known[id] = true
 		}
 	}
 	needs := map[*outcomeJob]bool{}

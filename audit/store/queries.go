@@ -8,18 +8,12 @@ package store
 type queries struct {
 	AddHistory                     string
 	AttachError                    string
-	BatchHold                      string
-	BatchInsertEntries             string
-	BatchLockEntries               string
 	BatchOpenThreads               string
 	BatchPendingErrors             string
-	BatchPresent                   string
 	BatchReadExecutions            string
 	BatchReadHolders               string
 	BatchReadKnown                 string
 	BatchReadReportHolders         string
-	BatchReclaim                   string
-	BatchTouch                     string
 	ClaimBatchWrite                string
 	ClaimRelease                   string
 	ClaimRollback                  string
@@ -57,7 +51,13 @@ type queries struct {
 	ErrorSavepoint                 string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
+	EventBatchHold                 string
+	EventBatchInsert               string
+	EventBatchLock                 string
+	EventBatchReclaim              string
+	EventBatchTouch                string
 	EventExecutionBatchMarkActed   string
+	EventExecutionBatchPresent     string
 	EventExecutionBatchReporters   string
 	ExecutionBatchSeen             string
 	ExecutionBatchUpsert           string

@@ -55,42 +55,66 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id)
   SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
   AND status IN ('processing', 'failed') AND holder_execution_id <> ''
 
--- name: BatchInsertEntries
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_holder))
-  INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
-  SELECT v_source, v_event_id, 'processing', v_holder, CAST(? AS timestamptz), CAST(? AS timestamptz), CAST(? AS timestamptz)
-  FROM v WHERE true ORDER BY v_source, v_event_id
-  ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- The capture of a round's entries, each claim a row of :claims (source,
+-- event_id, execution_id): the first of these four statements to return an
+-- entry decides its claim. Each returns whether the claiming execution has
+-- presented the key before (presented), read under the entry's row lock,
+-- which the batch took before (EventBatchLock) or by inserting the row:
+-- the deliveries are then written with the rest (ClaimBatchWrite).
+-- name: EventBatchInsert
+WITH r AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
+)
+INSERT INTO webhook_events AS w (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+  SELECT r.source, r.event_id, 'processing', r.execution_id, CAST(:now AS timestamptz), CAST(:now AS timestamptz),
+  CAST(:now AS timestamptz)
+  FROM r ORDER BY r.source, r.event_id
+  ON CONFLICT (source, event_id) DO NOTHING
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, false AS presented
 
--- name: BatchReclaim
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_holder))
-  UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
-  last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchReclaim
+WITH r AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
+)
+UPDATE webhook_events AS w SET status = 'processing', holder_execution_id = r.execution_id,
+  updated_at = CAST(:now AS timestamptz), last_seen_at = CAST(:now AS timestamptz), review_reason = ''
+  FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0 AND w.status = 'failed'
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 
--- name: BatchHold
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_holder))
-  UPDATE webhook_events SET last_seen_at = ? FROM v
-  WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchHold
+WITH r AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
+)
+UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
+  FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0 AND w.status = 'processing'
+  AND w.holder_execution_id = r.execution_id
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 
--- name: BatchTouch
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id))
-  UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchTouch
+WITH r AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
+)
+UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
+  FROM r WHERE w.source = r.source AND w.event_id = r.event_id
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 
--- name: BatchPresent
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[]) AS r(v_source, v_event_id, v_execution_id, v_delivery, v_acted, v_delivery_id, v_workflow_id, v_class))
-  INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
-  class, first_seen_at)
-  SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
-  v_workflow_id, v_class, CAST(? AS timestamptz) FROM v WHERE true
-  ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
-  acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
-  workflow_id = excluded.workflow_id, class = excluded.class
-  WHERE event_executions.role <> 'claim'
-  RETURNING source, event_id
+-- PostgreSQL: empty: EventBatchHold and its neighbours read whether an
+-- execution presented its key before, and ClaimBatchWrite records it.
+-- name: EventExecutionBatchPresent
 
 -- name: BatchPendingErrors
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
@@ -102,14 +126,31 @@ WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
 WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_thread))
   SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
 
--- name: BatchLockEntries
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id))
-  SELECT v_source AS source, v_event_id AS event_id FROM v
-  LEFT JOIN LATERAL (SELECT true AS mine FROM webhook_events
-  WHERE source = v_source AND event_id = v_event_id FOR NO KEY UPDATE SKIP LOCKED) l ON true
-  WHERE l.mine IS NULL
-  AND EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = v_source AND w.event_id = v_event_id)
-  ORDER BY v_source, v_event_id
+-- Locks the rows of a batch's entries that exist, without waiting for one
+-- another session holds, and reads the executions the batch names, in one
+-- round trip. entries: each locked or held entry, held set when another
+-- session holds it (to be set aside); the batch's statements change the
+-- others without waiting, and their status and holder as locked. executions: those kept under the n8n ids of
+-- :executions (empty for outcomes). :keys are the batch's (source,
+-- event_id).
+-- name: EventBatchLock
+WITH k AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
+), ids AS (
+  SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j
+), entries AS (
+  SELECT k.source, k.event_id, l.status IS NULL AS held, coalesce(l.status, '') AS status,
+  coalesce(l.holder_execution_id, '') AS holder_execution_id, coalesce(l.item_count, 0) AS item_count FROM k
+  LEFT JOIN LATERAL (SELECT w.status, w.holder_execution_id, w.item_count FROM webhook_events AS w
+  WHERE w.source = k.source AND w.event_id = k.event_id FOR NO KEY UPDATE SKIP LOCKED) AS l ON true
+  WHERE EXISTS (SELECT 1 FROM webhook_events AS w WHERE w.source = k.source AND w.event_id = k.event_id)
+), known AS (
+  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at,
+  started_at, ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT id FROM ids) AND superseded_at IS NULL
+)
+SELECT (SELECT coalesce(json_agg(entries), '[]') FROM entries) AS entries,
+  (SELECT coalesce(json_agg(known), '[]') FROM known) AS executions
 
 -- Prepares the overview's read-only snapshot: no query of the page reads more
 -- than some thousands of rows, and a parallel worker takes longer to start
@@ -118,7 +159,7 @@ WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id)
 SET LOCAL max_parallel_workers_per_gather = 0
 
 -- What a round of claims writes once it is decided, in one statement: the
--- executions, the deliveries acted on, the entries' delivery counts, the
+-- executions, the new deliveries and those acted on, the entries' delivery counts, the
 -- history lines and the counters. Each row set is one JSON array of
 -- objects, read by name. It is unnested from an array, which the planner
 -- takes for about ten rows: jsonb_to_recordset it takes for a hundred, and
@@ -136,6 +177,11 @@ WITH execution_rows AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, CAST(j->>'new' AS boolean) AS new,
   j->>'fingerprint' AS fingerprint, j->>'workflow_id' AS workflow_id, j->>'delivery_id' AS delivery_id
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:deliveries AS jsonb)))) AS j
+), present_rows AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
+  j->>'delivery' AS delivery, CAST(j->>'acted' AS boolean) AS acted, j->>'delivery_id' AS delivery_id,
+  j->>'workflow_id' AS workflow_id, j->>'class' AS class
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:presented AS jsonb)))) AS j
 ), history_rows AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
   j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'node' AS node,
@@ -159,6 +205,17 @@ WITH execution_rows AS (
   claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
   ELSE executions.claimed_retry_of END,
   last_seen_at = excluded.last_seen_at
+  RETURNING 1
+), presented AS (
+  INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
+  class, first_seen_at)
+  SELECT r.source, r.event_id, r.execution_id, 'claim', r.delivery, r.acted, r.delivery_id, r.workflow_id, r.class,
+  CAST(:now AS timestamptz)
+  FROM present_rows AS r ORDER BY r.source, r.event_id, r.execution_id
+  ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
+  acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
+  workflow_id = excluded.workflow_id, class = excluded.class
+  WHERE event_executions.role <> 'claim'
   RETURNING 1
 ), acted AS (
   UPDATE event_executions AS x SET acted = true FROM acted_rows AS r

@@ -64,46 +64,74 @@ WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_e
   SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
   AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
--- name: BatchInsertEntries
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
-  INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
-  SELECT v_source, v_event_id, 'processing', v_holder, ?, ?, ?
+-- SQLite: RETURNING sees only the table written, not the claim's row:
+-- presented stays NULL, and EventExecutionBatchPresent learns it by
+-- recording the deliveries.
+-- name: EventBatchInsert
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id
+  FROM json_each(:claims) AS j
+)
+INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+  SELECT v_source, v_event_id, 'processing', v_execution_id, :now, :now, :now
   FROM v WHERE true ORDER BY v_source, v_event_id
-  ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+  ON CONFLICT (source, event_id) DO NOTHING
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: BatchReclaim
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
-  UPDATE webhook_events SET status = 'processing', holder_execution_id = v_holder, updated_at = ?,
-  last_seen_at = ?, review_reason = '' FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed' RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchReclaim
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id
+  FROM json_each(:claims) AS j
+)
+UPDATE webhook_events SET status = 'processing', holder_execution_id = v_execution_id, updated_at = :now,
+  last_seen_at = :now, review_reason = ''
+  FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed'
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: BatchHold
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_holder FROM json_each(?) AS j)
-  UPDATE webhook_events SET last_seen_at = ? FROM v
-  WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'processing' AND holder_execution_id = v_holder RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchHold
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id
+  FROM json_each(:claims) AS j
+)
+UPDATE webhook_events SET last_seen_at = :now
+  FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'processing'
+  AND holder_execution_id = v_execution_id
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchTouch
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
-  UPDATE webhook_events SET last_seen_at = ? FROM v WHERE source = v_source AND event_id = v_event_id RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries
+-- name: EventBatchTouch
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id
+  FROM json_each(:claims) AS j
+)
+UPDATE webhook_events SET last_seen_at = :now
+  FROM v WHERE source = v_source AND event_id = v_event_id
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: a time parameter stays the text it is (PostgreSQL must be told its type).
--- name: BatchPresent
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id, j.value->>2 AS v_execution_id, j.value->>3 AS v_delivery, j.value->>4 AS v_acted, j.value->>5 AS v_delivery_id, j.value->>6 AS v_workflow_id, j.value->>7 AS v_class FROM json_each(?) AS j)
-  INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
+-- Records that each execution of a round presented its key, and returns
+-- the keys it presented for the first time. :presented rows carry the
+-- delivery and class decided before. (PostgreSQL: empty, it learns this with
+-- the entries and writes it in ClaimBatchWrite.)
+-- name: EventExecutionBatchPresent
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id, j.value->>'$.delivery' AS v_delivery, j.value->>'$.acted' AS v_acted,
+  j.value->>'$.delivery_id' AS v_delivery_id, j.value->>'$.workflow_id' AS v_workflow_id, j.value->>'$.class' AS v_class
+  FROM json_each(:presented) AS j
+)
+INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
   class, first_seen_at)
-  SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, CAST(v_acted AS boolean), v_delivery_id,
-  v_workflow_id, v_class, ? FROM v WHERE true
+  SELECT v_source, v_event_id, v_execution_id, 'claim', v_delivery, v_acted, v_delivery_id,
+  v_workflow_id, v_class, :now FROM v WHERE true
   ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
   acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
   workflow_id = excluded.workflow_id, class = excluded.class
@@ -128,7 +156,7 @@ WITH v AS (SELECT j.value->>0 AS v_thread FROM json_each(?) AS j)
   SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
 
 -- SQLite: empty: SQLite has no row locks and one writer, so no entry of a batch can be held by another session.
--- name: BatchLockEntries
+-- name: EventBatchLock
 
 -- SQLite: empty: the overview reads outside a transaction, which would take
 -- the write lock.
