@@ -226,7 +226,7 @@ type lockedState struct {
 // with one writer and no row locks, it does nothing: no other session
 // holds an entry, and every entry is the batch's.
 func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
-	key func(Req) audit.EventKey, execIDs [][]string) (lockedEntries, error) {
+	key func(Req) audit.EventKey, execIDs []string) (lockedEntries, error) {
 	if s.q.EventBatchLock == "" {
 		return lockedEntries{}, nil
 	}
@@ -238,10 +238,6 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 			keys = append(keys, k)
 		}
 	}
-	ids := make([]executionRef, len(execIDs))
-	for i, id := range execIDs {
-		ids[i] = executionRef{ID: id[0]}
-	}
 	var got struct {
 		Entries    []byte `db:"entries"`
 		Executions []byte `db:"executions"`
@@ -249,7 +245,7 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	if _, err := s.namedGet(ctx, tx, &got, "lock entries", s.q.EventBatchLock, struct {
 		Keys       string `db:"keys"`
 		Executions string `db:"executions"`
-	}{rowSet(keys), rowSet(ids)}); err != nil {
+	}{rowSet(keys), executionSet(execIDs)}); err != nil {
 		return lockedEntries{}, err
 	}
 	var entries []struct {
@@ -279,9 +275,28 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	return l, nil
 }
 
-// executionRef is an n8n execution id in a batch's row set.
-type executionRef struct {
-	ID string `json:"id"`
+// executionSet is a row set of n8n execution ids, each {"id": …}.
+func executionSet(ids []string) string {
+	type ref struct {
+		ID string `json:"id"`
+	}
+	rows := make([]ref, len(ids))
+	for i, id := range ids {
+		rows[i] = ref{ID: id}
+	}
+	return rowSet(rows)
+}
+
+// threadSet is a row set of alert threads, each {"thread": …}.
+func threadSet(threads []string) string {
+	type ref struct {
+		Thread string `json:"thread"`
+	}
+	rows := make([]ref, len(threads))
+	for i, t := range threads {
+		rows[i] = ref{Thread: t}
+	}
+	return rowSet(rows)
 }
 
 // lineageInBatch reads, in the batch's transaction, what decides whether
@@ -328,15 +343,15 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		}
 		return known, held, nil
 	}
-	rows := make([][]string, 0, len(unlearned))
+	keys := make([]audit.EventKey, 0, len(unlearned))
 	for _, j := range unlearned {
-		rows = append(rows, []string{j.req.req.Source, j.req.req.EventID})
+		keys = append(keys, eventKey(j.req.req))
 	}
 	var holders []struct {
 		audit.EventKey
 		Holder string `db:"holder_execution_id"`
 	}
-	if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadHolders, s.drv.RowArgs(2, rows)...); err != nil {
+	if err := s.namedSelect(ctx, tx, &holders, "read holders", s.q.EventBatchReadHolders, keySet{rowSet(keys)}); err != nil {
 		return nil, nil, err
 	}
 	held = make(map[string]string, len(holders))
@@ -399,17 +414,18 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	q := s.q
 	alerted := make([]bool, len(jobs))
 	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
-	var threads [][]string
+	var threads []string
 	for i, j := range jobs {
 		if res := results[i]; res.Delivery == audit.DeliveryRedelivery && res.Process {
-			threads = append(threads, []string{audit.EventThread(j.req.req.Source, j.req.req.EventID)})
+			threads = append(threads, audit.EventThread(j.req.req.Source, j.req.req.EventID))
 		}
 	}
 	var waiting []struct {
 		ID   string `db:"execution_id"`
 		Root string `db:"root_execution_id"`
 	}
-	if err := s.selectAll(ctx, tx, &waiting, "find pending errors", q.BatchPendingErrors, s.drv.RowArgs(1, ids)...); err != nil {
+	if err := s.namedSelect(ctx, tx, &waiting, "find pending errors", q.ErrorBatchPending,
+		executionsArg{executionSet(ids)}); err != nil {
 		return nil, err
 	}
 	pendingFor := map[string]bool{}
@@ -419,7 +435,7 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	open := map[string]bool{}
 	if len(threads) > 0 {
 		var keys []string
-		if err := s.selectAll(ctx, tx, &keys, "read threads", q.BatchOpenThreads, s.drv.RowArgs(1, threads)...); err != nil {
+		if err := s.namedSelect(ctx, tx, &keys, "read threads", q.OutboxBatchOpenThreads, threadsArg{threadSet(threads)}); err != nil {
 			return nil, err
 		}
 		for _, k := range keys {
@@ -444,18 +460,31 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	return alerted, nil
 }
 
-// uniqueColumn returns the distinct values of one column, as rows of one.
-func uniqueColumn[T any](jobs []T, col func(T) string) [][]string {
+// uniqueColumn returns the distinct values of one column, in order.
+func uniqueColumn[T any](jobs []T, col func(T) string) []string {
 	seen := map[string]bool{}
-	var rows [][]string
+	var vals []string
 	for _, j := range jobs {
 		if v := col(j); !seen[v] {
 			seen[v] = true
-			rows = append(rows, []string{v})
+			vals = append(vals, v)
 		}
 	}
-	return rows
+	return vals
 }
+
+// The named parameters of the batch reads: one row set each.
+type (
+	keySet struct {
+		Keys string `db:"keys"`
+	}
+	executionsArg struct {
+		Executions string `db:"executions"`
+	}
+	threadsArg struct {
+		Threads string `db:"threads"`
+	}
+)
 
 // claimKey is the batch key of a claim: claims of one event never share a
 // batch.

@@ -70,10 +70,10 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 }
 
 // readExecutions reads the executions the service keeps under the given
-// n8n ids (rows of one), by n8n id.
-func (s *Store) readExecutions(ctx context.Context, tx *sqlx.Tx, ids [][]string) (map[string]knownExecution, error) {
+// n8n ids, by n8n id.
+func (s *Store) readExecutions(ctx context.Context, tx *sqlx.Tx, ids []string) (map[string]knownExecution, error) {
 	var known []knownExecution
-	if err := s.selectAll(ctx, tx, &known, "read executions", s.q.BatchReadExecutions, s.drv.RowArgs(1, ids)...); err != nil {
+	if err := s.namedSelect(ctx, tx, &known, "read executions", s.q.ExecutionBatchRead, executionsArg{executionSet(ids)}); err != nil {
 		return nil, err
 	}
 	byID := make(map[string]knownExecution, len(known))

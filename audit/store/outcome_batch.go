@@ -65,7 +65,7 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	}
 	// The plain reports first, set-based; the loop below runs the rest
 	// one by one, in the order they came.
-	decided, err := s.outcomeRound(ctx, tx, plainReports(jobs, needs), now)
+	decided, err := s.outcomeRound(ctx, tx, plainReports(jobs, needs), locked.execs, now)
 	if err != nil {
 		return err
 	}
@@ -127,37 +127,37 @@ func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcome
 		count[entryKey(j.req.req.Source, j.req.req.EventID)]++
 	}
 	seen := map[string]bool{}
-	var rows [][]string
+	var ids []string
 	for _, j := range jobs {
 		if id := j.req.req.ExecutionID; count[entryKey(j.req.req.Source, j.req.req.EventID)] > 1 && !seen[id] {
 			seen[id] = true
-			rows = append(rows, []string{id})
+			ids = append(ids, id)
 		}
 	}
-	if len(rows) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	return s.knownOf(ctx, tx, rows, execs)
+	return s.knownOf(ctx, tx, ids, execs)
 }
 
-// knownOf returns which of the executions (rows of one n8n id) the service
+// knownOf returns which of the executions (by n8n id) the service
 // knows what n8n said of (a mode or a retryOf): from execs, the lock's read,
 // or when that is nil (SQLite) from the database.
-func (s *Store) knownOf(ctx context.Context, tx *sqlx.Tx, rows [][]string, execs map[string]knownExecution) (map[string]bool, error) {
-	known := make(map[string]bool, len(rows))
+func (s *Store) knownOf(ctx context.Context, tx *sqlx.Tx, ids []string, execs map[string]knownExecution) (map[string]bool, error) {
+	known := make(map[string]bool, len(ids))
 	if execs != nil {
-		for _, r := range rows {
-			if k, ok := execs[r[0]]; ok && (k.RetryOf != "" || k.Mode != "") {
-				known[r[0]] = true
+		for _, id := range ids {
+			if k, ok := execs[id]; ok && (k.RetryOf != "" || k.Mode != "") {
+				known[id] = true
 			}
 		}
 		return known, nil
 	}
-	var ids []string
-	if err := s.selectAll(ctx, tx, &ids, "read executions", s.q.BatchReadKnown, s.drv.RowArgs(1, rows)...); err != nil {
+	var got []string
+	if err := s.namedSelect(ctx, tx, &got, "read executions", s.q.ExecutionBatchReadKnown, executionsArg{executionSet(ids)}); err != nil {
 		return nil, err
 	}
-	for _, id := range ids {
+	for _, id := range got {
 		known[id] = true
 	}
 	return known, nil
@@ -180,13 +180,13 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 	locked lockedEntries) (map[*outcomeJob]bool, error) {
 	seen := map[string]bool{}
 	var asked []*outcomeJob
-	var rows [][]string
+	var keys []audit.EventKey
 	for _, j := range jobs {
 		r := j.req.req
 		k := r.Source + "\x00" + r.EventID
 		if !j.req.learned && !seen[k] {
 			asked = append(asked, j)
-			rows = append(rows, []string{r.Source, r.EventID})
+			keys = append(keys, audit.EventKey{Source: r.Source, EventID: r.EventID})
 		}
 		seen[k] = true
 	}
@@ -207,20 +207,20 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 			audit.EventKey
 			Holder string `db:"holder_execution_id"`
 		}
-		if err := s.selectAll(ctx, tx, &holders, "read holders", s.q.BatchReadReportHolders, s.drv.RowArgs(2, rows)...); err != nil {
+		if err := s.namedSelect(ctx, tx, &holders, "read holders", s.q.EventBatchReadReportHolders, keySet{rowSet(keys)}); err != nil {
 			return nil, err
 		}
 		for _, h := range holders {
 			held[h.Source+"\x00"+h.EventID] = h.Holder
 		}
 	}
-	var others [][]string
+	var others []string
 	asked = slices.DeleteFunc(asked, func(j *outcomeJob) bool {
 		h := held[j.req.req.Source+"\x00"+j.req.req.EventID]
 		if h == "" || h == j.req.req.ExecutionID {
 			return true
 		}
-		others = append(others, []string{j.req.req.ExecutionID})
+		others = append(others, j.req.req.ExecutionID)
 		return false
 	})
 	if len(asked) == 0 {

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"slices"
 	"time"
 
@@ -40,13 +41,15 @@ func plainReports(jobs []*outcomeJob, needs map[*outcomeJob]bool) []*outcomeJob 
 // the fenced transition for all, then one write. It returns the reports it
 // did not decide, having written nothing for them: the batch runs those
 // one by one, as it runs the rest.
-func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, now time.Time) (decided map[*outcomeJob]bool, err error) {
+func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, execs map[string]knownExecution,
+	now time.Time) (decided map[*outcomeJob]bool, err error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	execs, err := s.readExecutions(ctx, tx, uniqueColumn(jobs, func(j *outcomeJob) string { return j.req.req.ExecutionID }))
-	if err != nil {
-		return nil, err
+	if execs == nil { // not read with the lock (SQLite)
+		if execs, err = s.readExecutions(ctx, tx, uniqueColumn(jobs, func(j *outcomeJob) string { return j.req.req.ExecutionID })); err != nil {
+			return nil, err
+		}
 	}
 	known := map[*outcomeJob]knownExecution{}
 	var reports []finishRow
@@ -63,7 +66,7 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 		}
 		known[j] = k
 		reports = append(reports, finishRow{Source: r.Source, EventID: r.EventID, Status: string(r.Outcome),
-			Reporter: r.ExecutionID, CRMRef: r.CRMRef})
+			Reporter: r.ExecutionID, CRMRef: r.CRMRef, Thread: audit.EventThread(r.Source, r.EventID)})
 	}
 	if len(reports) == 0 {
 		return nil, nil
@@ -73,6 +76,9 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 		Status       audit.Status `db:"status"`
 		Holder       string       `db:"holder_execution_id"`
 		ReviewReason string       `db:"review_reason"`
+		// ThreadOpen: people were alerted about the event (NULL on
+		// SQLite, whose RETURNING sees only the entry: read after).
+		ThreadOpen sql.NullBool `db:"thread_open"`
 	}
 	if err := s.namedSelect(ctx, tx, &finished, "report outcome", s.q.EventBatchFinish,
 		finishArgs{Reports: rowSet(reports), Now: s.t(now)}); err != nil {
@@ -84,6 +90,13 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	}
 	decided = map[*outcomeJob]bool{}
 	var done []*outcomeJob
+	var open map[audit.EventKey]bool // nil: to be read
+	if len(finished) > 0 && finished[0].ThreadOpen.Valid {
+		open = make(map[audit.EventKey]bool, len(finished))
+		for _, f := range finished {
+			open[f.EventKey] = f.ThreadOpen.Bool
+		}
+	}
 	var w outcomeWrites
 	counterAt := map[[3]string]int{}
 	for _, j := range jobs {
@@ -119,7 +132,7 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err := s.writeOutcomes(ctx, tx, w, now); err != nil {
 		return nil, err
 	}
-	alerted, err := s.outcomesFollowUp(ctx, tx, done, now)
+	alerted, err := s.outcomesFollowUp(ctx, tx, done, open, now)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +150,7 @@ type finishRow struct {
 	Status   string `json:"status"`
 	Reporter string `json:"reporter"`
 	CRMRef   string `json:"crm_ref"`
+	Thread   string `json:"thread"` // its alerts' thread (audit.EventThread)
 }
 
 type finishArgs struct {
@@ -197,17 +211,26 @@ func (s *Store) writeOutcomes(ctx context.Context, tx *sqlx.Tx, w outcomeWrites,
 }
 
 // outcomesFollowUp posts, for the finished reports of events whose thread
-// is open (people were alerted about them), the news in that thread.
-func (s *Store) outcomesFollowUp(ctx context.Context, tx *sqlx.Tx, done []*outcomeJob, now time.Time) ([]bool, error) {
+// is open (people were alerted about them), the news in that thread. open
+// says which are, as the fenced transition read it; nil: read them here.
+func (s *Store) outcomesFollowUp(ctx context.Context, tx *sqlx.Tx, done []*outcomeJob, open map[audit.EventKey]bool,
+	now time.Time) ([]bool, error) {
 	alerted := make([]bool, len(done))
-	threads := uniqueColumn(done, func(j *outcomeJob) string { return audit.EventThread(j.req.req.Source, j.req.req.EventID) })
-	var keys []string
-	if err := s.selectAll(ctx, tx, &keys, "read threads", s.q.BatchOpenThreads, s.drv.RowArgs(1, threads)...); err != nil {
-		return nil, err
+	if open == nil {
+		threads := uniqueColumn(done, func(j *outcomeJob) string { return audit.EventThread(j.req.req.Source, j.req.req.EventID) })
+		var keys []string
+		if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{threadSet(threads)}); err != nil {
+			return nil, err
+		}
+		open = map[audit.EventKey]bool{}
+		for _, j := range done {
+			r := j.req.req
+			open[audit.EventKey{Source: r.Source, EventID: r.EventID}] = slices.Contains(keys, audit.EventThread(r.Source, r.EventID))
+		}
 	}
 	for i, j := range done {
 		r := j.req.req
-		if !slices.Contains(keys, audit.EventThread(r.Source, r.EventID)) {
+		if !open[audit.EventKey{Source: r.Source, EventID: r.EventID}] {
 			continue
 		}
 		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Kind: audit.KindOutcome, ExecutionID: r.ExecutionID,

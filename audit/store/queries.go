@@ -8,12 +8,6 @@ package store
 type queries struct {
 	AddHistory                     string
 	AttachError                    string
-	BatchOpenThreads               string
-	BatchPendingErrors             string
-	BatchReadExecutions            string
-	BatchReadHolders               string
-	BatchReadKnown                 string
-	BatchReadReportHolders         string
 	ClaimBatchWrite                string
 	ClaimRelease                   string
 	ClaimRollback                  string
@@ -45,6 +39,7 @@ type queries struct {
 	DeleteScratchOutbox            string
 	DetectStale                    string
 	DropPayloads                   string
+	ErrorBatchPending              string
 	ErrorKnown                     string
 	ErrorRelease                   string
 	ErrorRollback                  string
@@ -54,11 +49,15 @@ type queries struct {
 	EventBatchHold                 string
 	EventBatchInsert               string
 	EventBatchLock                 string
+	EventBatchReadHolders          string
+	EventBatchReadReportHolders    string
 	EventBatchReclaim              string
 	EventBatchTouch                string
 	EventExecutionBatchMarkActed   string
 	EventExecutionBatchPresent     string
 	EventExecutionBatchReporters   string
+	ExecutionBatchRead             string
+	ExecutionBatchReadKnown        string
 	ExecutionBatchSeen             string
 	ExecutionBatchUpsert           string
 	FindDoneEntries                string
@@ -101,6 +100,7 @@ type queries struct {
 	MergeShards                    string
 	OtherEventHolder               string
 	OtherItemHolder                string
+	OutboxBatchOpenThreads         string
 	OutcomeBatchWrite              string
 	OutcomeRelease                 string
 	OutcomeRollback                string

@@ -30,9 +30,6 @@ type Driver interface {
 	Migrations() (goose.Dialect, []goose.ProviderOption, error)
 	// Time converts a time into a query argument.
 	Time(t time.Time) any
-	// RowArgs turns a batch's rows of n text columns into the arguments of
-	// the row set its statements read (the v CTE of the Batch statements).
-	RowArgs(n int, rows [][]string) []any
 	// Snapshot reports whether a page reads in one read-only snapshot.
 	// Without, it reads outside a transaction (SQLite, where a transaction
 	// would take the write lock).

@@ -112,19 +112,6 @@ func (Driver) Migrations() (goose.Dialect, []goose.ProviderOption, error) {
 // Time passes times as timestamptz, in UTC.
 func (Driver) Time(t time.Time) any { return t.UTC() }
 
-// RowArgs passes one text array per column; the statements unnest them.
-func (Driver) RowArgs(n int, rows [][]string) []any {
-	cols := make([]any, n)
-	for c := 0; c < n; c++ {
-		col := make([]string, len(rows))
-		for i, r := range rows {
-			col[i] = r[c]
-		}
-		cols[c] = pq.Array(col)
-	}
-	return cols
-}
-
 // Snapshot returns true: a page reads in one repeatable-read snapshot.
 func (Driver) Snapshot() bool { return true }
 

@@ -35,25 +35,33 @@ SELECT count(*) FROM pg_index i WHERE i.indrelid = 'webhook_events'::regclass
   AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
   WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) = ARRAY['event_id', 'source']
 
--- name: BatchReadExecutions
-WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
-  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at, started_at,
-  ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
+-- name: ExecutionBatchRead
+WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j)
+SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at,
+  started_at, ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
 
--- name: BatchReadKnown
-WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
-  SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
+-- name: ExecutionBatchReadKnown
+WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j)
+SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
   AND (retry_of <> '' OR mode <> '')
 
--- name: BatchReadHolders
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id))
-  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND status = 'processing' AND holder_execution_id <> ''
+-- name: EventBatchReadHolders
+WITH k AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
+)
+SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS w
+  ON w.source = k.source AND w.event_id = k.event_id
+  WHERE w.item_count = 0 AND w.status = 'processing' AND w.holder_execution_id <> ''
 
--- name: BatchReadReportHolders
-WITH v AS (SELECT * FROM unnest(?::text[], ?::text[]) AS r(v_source, v_event_id))
-  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND status IN ('processing', 'failed') AND holder_execution_id <> ''
+-- name: EventBatchReadReportHolders
+WITH k AS (
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
+)
+SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS w
+  ON w.source = k.source AND w.event_id = k.event_id
+  WHERE w.item_count = 0 AND w.status IN ('processing', 'failed') AND w.holder_execution_id <> ''
 
 -- The capture of a round's entries, each claim a row of :claims (source,
 -- event_id, execution_id): the first of these four statements to return an
@@ -116,15 +124,22 @@ UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
 -- execution presented its key before, and ClaimBatchWrite records it.
 -- name: EventExecutionBatchPresent
 
--- name: BatchPendingErrors
-WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_id))
-  SELECT DISTINCT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+-- Errors waiting for the claims of a batch's executions: each recorded
+-- before its execution claimed, so linked to no event. Two selects, each
+-- on its own index: with OR, the planner read every unlinked error.
+-- name: ErrorBatchPending
+WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j)
+SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
   AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND (execution_id IN (SELECT v_id FROM v) OR root_execution_id IN (SELECT v_id FROM v))
+  AND execution_id <> '' AND execution_id IN (SELECT id FROM v)
+UNION
+SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND root_execution_id IN (SELECT id FROM v)
 
--- name: BatchOpenThreads
-WITH v AS (SELECT * FROM unnest(?::text[]) AS r(v_thread))
-  SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
+-- name: OutboxBatchOpenThreads
+WITH v AS (SELECT j->>'thread' AS thread FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:threads AS jsonb)))) AS j)
+SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT thread FROM v)
 
 -- Locks the rows of a batch's entries that exist, without waiting for one
 -- another session holds, and reads the executions the batch names, in one
@@ -261,11 +276,13 @@ SELECT 1
 -- name: StatsBatchAdd
 
 -- The fenced transition of a round of outcome reports, each from the
--- execution that holds its entry (the chain is the reporter alone).
+-- execution that holds its entry (the chain is the reporter alone). Each
+-- comes back with whether people were alerted about its event (an alert
+-- in its thread), for the news to follow in that thread.
 -- name: EventBatchFinish
 WITH r AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'status' AS status, j->>'reporter' AS reporter,
-  j->>'crm_ref' AS crm_ref
+  j->>'crm_ref' AS crm_ref, j->>'thread' AS thread
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reports AS jsonb)))) AS j
 )
 UPDATE webhook_events AS w SET status = r.status, holder_execution_id = r.reporter,
@@ -275,7 +292,8 @@ UPDATE webhook_events AS w SET status = r.status, holder_execution_id = r.report
   AND (w.holder_execution_id = r.reporter OR w.holder_execution_id = '')
   AND (w.status = 'processing' OR (w.status = 'failed' AND w.holder_execution_id <> r.reporter))
   AND w.review_reason <> 'contradiction'
-  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.review_reason
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.review_reason,
+  EXISTS (SELECT 1 FROM outbox AS o WHERE o.kind = 'alert' AND o.thread_key = r.thread) AS thread_open
 
 -- What a round of finished outcome reports writes, in one statement: the
 -- reporters' executions seen, the reporters of the events, the history

@@ -38,31 +38,27 @@ SELECT count(*) FROM pragma_index_list('webhook_events') l WHERE l."unique" = 1
   AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'source')
   AND EXISTS (SELECT 1 FROM pragma_index_info(l.name) WHERE name = 'event_id')
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchReadExecutions
-WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at, started_at,
-  ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
+-- name: ExecutionBatchRead
+WITH v AS (SELECT j.value->>'$.id' AS id FROM json_each(:executions) AS j)
+SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at,
+  started_at, ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchReadKnown
-WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT v_id FROM v) AND superseded_at IS NULL
+-- name: ExecutionBatchReadKnown
+WITH v AS (SELECT j.value->>'$.id' AS id FROM json_each(:executions) AS j)
+SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
   AND (retry_of <> '' OR mode <> '')
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: BatchReadHolders
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
-  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND +status = 'processing' AND holder_execution_id <> ''
+-- name: EventBatchReadHolders
+WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_event_id FROM json_each(:keys) AS j)
+SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
+  AND item_count = 0 AND +status = 'processing' AND holder_execution_id <> ''
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: BatchReadReportHolders
-WITH v AS (SELECT j.value->>0 AS v_source, j.value->>1 AS v_event_id FROM json_each(?) AS j)
-  SELECT source, event_id, holder_execution_id FROM webhook_events, v WHERE source = v_source AND event_id = v_event_id AND item_count = 0
-  AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
+-- name: EventBatchReadReportHolders
+WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_event_id FROM json_each(:keys) AS j)
+SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
+  AND item_count = 0 AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
 
 -- SQLite: RETURNING sees only the table written, not the claim's row:
 -- presented stays NULL, and EventExecutionBatchPresent learns it by
@@ -138,22 +134,20 @@ INSERT INTO event_executions (source, event_id, execution_id, role, delivery, ac
   WHERE event_executions.role <> 'claim'
   RETURNING source, event_id
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- SQLite: two selects, each on its own index (+source and INDEXED BY keep the planner off the event index): it read every unlinked error.
--- name: BatchPendingErrors
-WITH v AS (SELECT j.value->>0 AS v_id FROM json_each(?) AS j)
-  SELECT execution_id, root_execution_id FROM n8n_errors WHERE +source IS NULL
+-- SQLite: +source and INDEXED BY keep the planner off the event index: it read every unlinked error.
+-- name: ErrorBatchPending
+WITH v AS (SELECT j.value->>'$.id' AS id FROM json_each(:executions) AS j)
+SELECT execution_id, root_execution_id FROM n8n_errors WHERE +source IS NULL
   AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND execution_id <> '' AND execution_id IN (SELECT v_id FROM v)
-  UNION
-  SELECT execution_id, root_execution_id FROM n8n_errors INDEXED BY n8n_errors_unlinked_root WHERE source IS NULL
+  AND execution_id <> '' AND execution_id IN (SELECT id FROM v)
+UNION
+SELECT execution_id, root_execution_id FROM n8n_errors INDEXED BY n8n_errors_unlinked_root WHERE source IS NULL
   AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND root_execution_id IN (SELECT v_id FROM v)
+  AND root_execution_id IN (SELECT id FROM v)
 
--- SQLite: the batch's rows come as one JSON array, read with json_each (PostgreSQL: one text array per column, unnested).
--- name: BatchOpenThreads
-WITH v AS (SELECT j.value->>0 AS v_thread FROM json_each(?) AS j)
-  SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT v_thread FROM v)
+-- name: OutboxBatchOpenThreads
+WITH v AS (SELECT j.value->>'$.thread' AS thread FROM json_each(:threads) AS j)
+SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT thread FROM v)
 
 -- SQLite: empty: SQLite has no row locks and one writer, so no entry of a batch can be held by another session.
 -- name: EventBatchLock
@@ -234,7 +228,7 @@ UPDATE webhook_events SET status = r_status, holder_execution_id = r_reporter, u
   AND (holder_execution_id = r_reporter OR holder_execution_id = '')
   AND (+status = 'processing' OR (status = 'failed' AND holder_execution_id <> r_reporter))
   AND review_reason <> 'contradiction'
-  RETURNING source, event_id, status, holder_execution_id, review_reason
+  RETURNING source, event_id, status, holder_execution_id, review_reason, NULL AS thread_open
 
 -- SQLite: empty: no data-modifying WITH; the statements below write a round
 -- of outcome reports one table at a time (PostgreSQL writes them in one).

@@ -4,7 +4,6 @@ package sqlite
 
 import (
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,13 +136,6 @@ func (Driver) Migrations() (goose.Dialect, []goose.ProviderOption, error) {
 
 // Time passes times as fixed-width UTC text (TimeLayout).
 func (Driver) Time(t time.Time) any { return t.UTC().Format(TimeLayout) }
-
-// RowArgs passes one JSON array of rows; the statements read it with
-// json_each.
-func (Driver) RowArgs(_ int, rows [][]string) []any {
-	raw, _ := json.Marshal(rows) // strings only: it cannot fail
-	return []any{string(raw)}
-}
 
 // Snapshot returns false: a transaction would take the write lock, and
 // reads beside the one writer are consistent enough for a page.
