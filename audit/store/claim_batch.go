@@ -123,7 +123,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 		// The claims the round could not decide wrote nothing: their
 		// events take the one-by-one path.
-		moved, err := s.claimRound(ctx, tx, batch, execs, locked.mine, now)
+		moved, err := s.claimRound(ctx, tx, batch, execs, locked, now)
 		execs = nil // the later rounds read what the rounds before wrote
 		if err != nil {
 			return err
@@ -410,23 +410,14 @@ func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
 // the one-by-one path does after the history line: the fingerprint alert,
 // errors that waited for the claim, news in an alerted event's thread.
 func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
-	now time.Time) ([]bool, error) {
+	waiting []waitingError, now time.Time) ([]bool, error) {
 	q := s.q
 	alerted := make([]bool, len(jobs))
-	ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 	var threads []string
 	for i, j := range jobs {
 		if res := results[i]; res.Delivery == audit.DeliveryRedelivery && res.Process {
 			threads = append(threads, audit.EventThread(j.req.req.Source, j.req.req.EventID))
 		}
-	}
-	var waiting []struct {
-		ID   string `db:"execution_id"`
-		Root string `db:"root_execution_id"`
-	}
-	if err := s.namedSelect(ctx, tx, &waiting, "find pending errors", q.ErrorBatchPending,
-		executionsArg{executionSet(ids)}); err != nil {
-		return nil, err
 	}
 	pendingFor := map[string]bool{}
 	for _, w := range waiting {

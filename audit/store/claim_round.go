@@ -18,11 +18,10 @@ import (
 // items, one that moved between two statements), having written nothing
 // for them but the time their entry was last seen: the caller decides
 // those alone. In order: read the executions, capture the entries, record
-// the deliveries, then write the rest in one go. mine are the entries the
-// batch holds (lockEntries; nil: all of them), to which the round adds
-// those it inserts.
+// the deliveries, then write the rest in one go. held is what the batch
+// holds (lockEntries): the round adds the entries it captures.
 func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	mine map[audit.EventKey]bool, now time.Time) ([]*claimJob, error) {
+	held lockedEntries, now time.Time) ([]*claimJob, error) {
 	if execs == nil {
 		var err error
 		ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
@@ -34,7 +33,13 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	if len(jobs) == 0 {
 		return moved, nil
 	}
-	entries, err := s.captureEntries(ctx, tx, jobs, mine, now)
+	var entries map[audit.EventKey]batchEntry
+	var err error
+	if s.q.EventBatchCapture != "" {
+		entries, err = s.captureRouted(ctx, tx, jobs, held, now)
+	} else {
+		entries, err = s.captureEntries(ctx, tx, jobs, now)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -55,10 +60,11 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	if err := s.presentRound(ctx, tx, jobs, results, entries, now); err != nil {
 		return nil, err
 	}
-	if err := s.writeRound(ctx, tx, jobs, results, now); err != nil {
+	waiting, err := s.writeRound(ctx, tx, jobs, results, now)
+	if err != nil {
 		return nil, err
 	}
-	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, now)
+	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, waiting, now)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +134,9 @@ type batchEntry struct {
 	// Presented is whether the claiming execution presented the key
 	// before; NULL where the statement cannot tell (SQLite).
 	Presented sql.NullBool `db:"presented"`
+	// The claim and the step that captured the entry (EventBatchCapture).
+	ExecutionID string `db:"execution_id"`
+	Step        string `db:"step"`
 }
 
 // claimRow is a claim in the row set of a round's capture.
@@ -135,17 +144,85 @@ type claimRow struct {
 	Source      string `json:"source"`
 	EventID     string `json:"event_id"`
 	ExecutionID string `json:"execution_id"`
+	Step        string `json:"step,omitempty"` // EventBatchCapture's: insert, reclaim, hold or touch
 }
 
-// captureEntries captures the round's entries: the first statement that
-// returns an entry's row decides. The entries it returns are the ones the
-// round decides; an entry with items, one that failed since the reclaim,
-// one deleted meanwhile is left out (only its last-seen time was touched).
-// So is an entry the batch did not hold when the round began and could not
-// insert: another session made it since the batch locked its entries, and
-// what a statement reads of a row it had to wait for is older than the row.
-func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, mine map[audit.EventKey]bool,
+// captureRouted captures the round's entries in one statement
+// (EventBatchCapture, PostgreSQL), each claim sent to the step its entry's
+// state calls for, as the batch locked it or as an earlier round left it:
+// insert a key the batch does not hold, reclaim a failed entry, hold one
+// its execution holds, touch any other. The statement writes the
+// executions of the claims it returns that the round decides. An entry
+// that moved since fails its step's fence and is left out, as is one with
+// items; so is a key another session made since the batch locked its
+// entries, since what a statement reads of a row it had to wait for is
+// older than the row.
+func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, held lockedEntries,
 	now time.Time) (map[audit.EventKey]batchEntry, error) {
+	rows := make([]claimRow, 0, len(jobs))
+	var claimed []*claimJob
+	for _, j := range jobs {
+		r := j.req.req
+		k := eventKey(r)
+		row := claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID}
+		st, ok := held.states[k]
+		switch {
+		case !held.mine[k]:
+			row.Step = "insert"
+		case !ok || st.ItemCount > 0:
+			continue // items (or no state to route by): one by one
+		case st.Status == audit.StatusFailed:
+			row.Step = "reclaim"
+		case st.Status == audit.StatusProcessing && st.Holder == r.ExecutionID:
+			row.Step = "hold"
+		default:
+			row.Step = "touch"
+		}
+		rows = append(rows, row)
+		claimed = append(claimed, j)
+	}
+	got := make(map[audit.EventKey]batchEntry, len(rows))
+	if len(rows) == 0 {
+		return got, nil
+	}
+	var returned []batchEntry
+	if err := s.namedSelect(ctx, tx, &returned, "claim entries", s.q.EventBatchCapture, struct {
+		Claims     string `db:"claims"`
+		Executions string `db:"executions"`
+		Now        any    `db:"now"`
+	}{rowSet(rows), rowSet(roundExecutions(claimed)), s.t(now)}); err != nil {
+		return nil, err
+	}
+	for _, e := range returned {
+		k := audit.EventKey{Source: e.Source, EventID: e.EventID}
+		held.mine[k] = true
+		held.states[k] = lockedState{Status: e.Status, Holder: e.Holder, ItemCount: e.ItemCount}
+		switch {
+		case e.Step == "insert":
+			e.decision = audit.DecisionClaimed
+		case e.Step == "reclaim":
+			e.decision = audit.DecisionReclaimed
+		case e.Step == "hold":
+			e.decision = audit.DecisionHeld
+		case e.ItemCount > 0, e.Status == audit.StatusFailed,
+			e.Status == audit.StatusProcessing && e.Holder == e.ExecutionID: // moved under its route
+			continue
+		case e.Status == audit.StatusDone:
+			e.decision = audit.DecisionDuplicate
+		default:
+			e.decision = audit.DecisionInProgress
+		}
+		got[k] = e
+	}
+	return got, nil
+}
+
+// captureEntries captures the round's entries step by step (SQLite): the
+// first statement that returns an entry's row decides. The entries it
+// returns are the ones the round decides; an entry with items, one that
+// failed since the reclaim, one deleted meanwhile is left out (only its
+// last-seen time was touched).
+func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (map[audit.EventKey]batchEntry, error) {
 	q := s.q
 	got := make(map[audit.EventKey]batchEntry, len(jobs))
 	pending := slices.Clone(jobs)
@@ -176,11 +253,6 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		for _, e := range returned {
 			k := audit.EventKey{Source: e.Source, EventID: e.EventID}
 			switch {
-			case step.decision == audit.DecisionClaimed:
-				e.decision = step.decision
-				if mine != nil {
-					mine[k] = true
-				}
 			case step.decision != "":
 				e.decision = step.decision
 			case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
@@ -193,9 +265,8 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 			got[k] = e
 		}
 		pending = slices.DeleteFunc(pending, func(j *claimJob) bool {
-			k := eventKey(j.req.req)
-			_, ok := got[k]
-			return ok || mine != nil && !mine[k] // not inserted, and not the batch's: left to the caller
+			_, ok := got[eventKey(j.req.req)]
+			return ok
 		})
 	}
 	return got, nil
@@ -347,32 +418,24 @@ type roundWrites struct {
 	Shard      int    `db:"shard"`
 }
 
-// writeRound writes what the decided round leaves: its executions, the
-// deliveries (on PostgreSQL; SQLite recorded them in presentRound) and
-// those acted on, the entries' counts, the history and the counters.
-// PostgreSQL writes them in one statement, SQLite one table at a time.
-func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult, now time.Time) error {
+// writeRound writes what the decided round leaves: the deliveries (on
+// PostgreSQL; SQLite recorded them in presentRound) and those acted on, the
+// entries' counts, the history and the counters, and on SQLite the
+// executions (PostgreSQL wrote them with the capture). PostgreSQL writes
+// them in one statement, SQLite one table at a time. Then it reads the
+// errors waiting for the round's executions: on PostgreSQL in the same
+// statement, which began after the capture wrote their rows.
+func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
+	now time.Time) ([]waitingError, error) {
 	var (
-		executions []executionRow
 		acted      []actedRow
 		deliveries []deliveryRow
 		history    []claimHistoryRow
 		counters   []counterRow
 	)
-	execAt := map[string]int{}
 	counterAt := map[[3]string]int{}
 	for i, j := range jobs {
-		r, res, lin := j.req.req, results[i], j.req.lin
-		row := executionRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: lin.mode,
-			ClaimedRetryOf: r.RetryOf, Note: lin.note}
-		if at, ok := execAt[r.ExecutionID]; ok { // one execution claiming several events: fill what is missing
-			e := &executions[at]
-			e.WorkflowID, e.WorkflowName = cmp.Or(e.WorkflowID, row.WorkflowID), cmp.Or(e.WorkflowName, row.WorkflowName)
-			e.Mode, e.ClaimedRetryOf, e.Note = cmp.Or(e.Mode, row.Mode), cmp.Or(e.ClaimedRetryOf, row.ClaimedRetryOf), cmp.Or(e.Note, row.Note)
-		} else {
-			execAt[r.ExecutionID] = len(executions)
-			executions = append(executions, row)
-		}
+		r, res := j.req.req, results[i]
 		isNew := res.Delivery != audit.DeliverySameExecution
 		if !isNew && res.Process {
 			acted = append(acted, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
@@ -393,19 +456,57 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 			counters = append(counters, counterRow{Source: r.Source, WorkflowID: r.WorkflowID, Metric: m, N: 1})
 		}
 	}
-	// Rows in key order, so that two rounds lock them in the same order.
-	slices.SortFunc(executions, func(a, b executionRow) int { return cmp.Compare(a.ID, b.ID) })
-	sortCounters(counters)
-	w := roundWrites{Executions: rowSet(executions), Presented: rowSet(presentRows(jobs, results)), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
+	sortCounters(counters) // in key order, so that two rounds lock them in the same order
+	w := roundWrites{Executions: rowSet(roundExecutions(jobs)), Presented: rowSet(presentRows(jobs, results)), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
 		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
 		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
-	return s.writeAll(ctx, tx, w,
-		writeStep{"write claims", s.q.ClaimBatchWrite},
+	var waiting []waitingError
+	if s.q.ClaimBatchWrite != "" {
+		err := s.namedSelect(ctx, tx, &waiting, "write claims", s.q.ClaimBatchWrite, w)
+		return waiting, err
+	}
+	if err := s.writeAll(ctx, tx, w,
 		writeStep{"record executions", s.q.ExecutionBatchUpsert},
 		writeStep{"record deliveries", s.q.EventExecutionBatchMarkActed},
 		writeStep{"count deliveries", s.q.EventBatchCountDeliveries},
 		writeStep{"write history", s.q.HistoryBatchInsertClaims},
-		writeStep{"count", s.q.StatsBatchAdd})
+		writeStep{"count", s.q.StatsBatchAdd}); err != nil {
+		return nil, err
+	}
+	err := s.namedSelect(ctx, tx, &waiting, "find pending errors", s.q.ErrorBatchPending,
+		executionsArg{executionSet(uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))})
+	return waiting, err
+}
+
+// waitingError is an error recorded before its execution claimed, linked
+// to no event: the claim links it.
+type waitingError struct {
+	ID   string `db:"execution_id"`
+	Root string `db:"root_execution_id"`
+}
+
+// roundExecutions are the executions a round's claims name, one row each
+// (one execution claiming several events fills in what a claim lacks), in
+// id order, so that two rounds lock them in the same order.
+func roundExecutions(jobs []*claimJob) []executionRow {
+	var rows []executionRow
+	at := map[string]int{}
+	for _, j := range jobs {
+		r, lin := j.req.req, j.req.lin
+		row := executionRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: lin.mode,
+			ClaimedRetryOf: r.RetryOf, Note: lin.note}
+		i, ok := at[r.ExecutionID]
+		if !ok {
+			at[r.ExecutionID] = len(rows)
+			rows = append(rows, row)
+			continue
+		}
+		e := &rows[i]
+		e.WorkflowID, e.WorkflowName = cmp.Or(e.WorkflowID, row.WorkflowID), cmp.Or(e.WorkflowName, row.WorkflowName)
+		e.Mode, e.ClaimedRetryOf, e.Note = cmp.Or(e.Mode, row.Mode), cmp.Or(e.ClaimedRetryOf, row.ClaimedRetryOf), cmp.Or(e.Note, row.Note)
+	}
+	slices.SortFunc(rows, func(a, b executionRow) int { return cmp.Compare(a.ID, b.ID) })
+	return rows
 }
 
 // writeStep is one statement of a batch's write. PostgreSQL writes every

@@ -44,6 +44,7 @@ type queries struct {
 	ErrorRelease                   string
 	ErrorRollback                  string
 	ErrorSavepoint                 string
+	EventBatchCapture              string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
 	EventBatchHold                 string

@@ -63,79 +63,103 @@ SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS
   ON w.source = k.source AND w.event_id = k.event_id
   WHERE w.item_count = 0 AND w.status IN ('processing', 'failed') AND w.holder_execution_id <> ''
 
--- The capture of a round's entries, each claim a row of :claims (source,
--- event_id, execution_id): the first of these four statements to return an
--- entry decides its claim. Each returns whether the claiming execution has
--- presented the key before (presented), read under the entry's row lock,
--- which the batch took before (EventBatchLock) or by inserting the row:
--- the deliveries are then written with the rest (ClaimBatchWrite).
--- name: EventBatchInsert
+-- The capture of a round's entries, in one statement. Each claim of :claims
+-- (source, event_id, execution_id, step) names the step the batch expects,
+-- from what its lock read: insert a key it did not hold, reclaim a failed
+-- entry, hold one its execution holds, touch any other. Each step keeps its
+-- fence: an entry that moved since is not returned, and its claim goes one
+-- by one. Each entry returned says whether the claiming execution presented
+-- the key before (presented), read under the entry's row lock, which the
+-- batch took before (EventBatchLock) or by inserting the row. The
+-- executions of the claims the round decides (:executions, one row each)
+-- are written here, before the write reads the errors waiting for them
+-- (ClaimBatchWrite): an error recorded at the same moment then either
+-- committed before this statement took the execution's row, or waits for
+-- the batch to commit and then sees its claim.
+-- name: EventBatchCapture
 WITH r AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id, j->>'step' AS step
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
-)
-INSERT INTO webhook_events AS w (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
+), execution_rows AS (
+  SELECT j->>'id' AS id, j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'mode' AS mode,
+  j->>'claimed_retry_of' AS claimed_retry_of, j->>'note' AS note
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j
+), inserted AS (
+  INSERT INTO webhook_events AS w (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
   SELECT r.source, r.event_id, 'processing', r.execution_id, CAST(:now AS timestamptz), CAST(:now AS timestamptz),
   CAST(:now AS timestamptz)
-  FROM r ORDER BY r.source, r.event_id
+  FROM r WHERE r.step = 'insert' ORDER BY r.source, r.event_id
   ON CONFLICT (source, event_id) DO NOTHING
   RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
-  w.last_delivery_id, w.last_presented_at, w.deliveries, false AS presented
-
--- name: EventBatchReclaim
-WITH r AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
-)
-UPDATE webhook_events AS w SET status = 'processing', holder_execution_id = r.execution_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, w.holder_execution_id AS execution_id, 'insert' AS step,
+  false AS presented
+), reclaimed AS (
+  UPDATE webhook_events AS w SET status = 'processing', holder_execution_id = r.execution_id,
   updated_at = CAST(:now AS timestamptz), last_seen_at = CAST(:now AS timestamptz), review_reason = ''
-  FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0 AND w.status = 'failed'
+  FROM r WHERE r.step = 'reclaim' AND w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
+  AND w.status = 'failed'
   RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
-  w.last_delivery_id, w.last_presented_at, w.deliveries,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
   EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
   AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
+), held AS (
+  UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
+  FROM r WHERE r.step = 'hold' AND w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
+  AND w.status = 'processing' AND w.holder_execution_id = r.execution_id
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
+), touched AS (
+  UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
+  FROM r WHERE r.step = 'touch' AND w.source = r.source AND w.event_id = r.event_id
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
+), captured AS (
+  SELECT * FROM inserted UNION ALL SELECT * FROM reclaimed UNION ALL SELECT * FROM held UNION ALL SELECT * FROM touched
+), executions_upserted AS (
+  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
+  SELECT e.id, e.id, e.workflow_id, e.workflow_name, e.mode, '', e.claimed_retry_of, e.id, '', e.note,
+  CAST(:now AS timestamptz), CAST(:now AS timestamptz)
+  FROM execution_rows AS e
+  WHERE e.id IN (SELECT c.execution_id FROM captured AS c WHERE c.step <> 'touch' OR c.item_count = 0
+  AND c.status <> 'failed' AND NOT (c.status = 'processing' AND c.holder_execution_id = c.execution_id))
+  ORDER BY e.id
+  ON CONFLICT (execution_id) DO UPDATE SET
+  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+  ELSE executions.claimed_retry_of END,
+  last_seen_at = excluded.last_seen_at
+  RETURNING 1
+)
+SELECT source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id, last_delivery_id,
+  last_presented_at, deliveries, execution_id, step, presented FROM captured
 
+-- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
+-- name: EventBatchInsert
+
+-- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
+-- name: EventBatchReclaim
+
+-- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchHold
-WITH r AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
-)
-UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
-  FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0 AND w.status = 'processing'
-  AND w.holder_execution_id = r.execution_id
-  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
-  w.last_delivery_id, w.last_presented_at, w.deliveries,
-  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
-  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 
+-- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchTouch
-WITH r AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
-)
-UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
-  FROM r WHERE w.source = r.source AND w.event_id = r.event_id
-  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
-  w.last_delivery_id, w.last_presented_at, w.deliveries,
-  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
-  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 
--- PostgreSQL: empty: EventBatchHold and its neighbours read whether an
--- execution presented its key before, and ClaimBatchWrite records it.
+-- PostgreSQL: empty: EventBatchCapture reads whether an execution presented
+-- its key before, and ClaimBatchWrite records it.
 -- name: EventExecutionBatchPresent
 
--- Errors waiting for the claims of a batch's executions: each recorded
--- before its execution claimed, so linked to no event. Two selects, each
--- on its own index: with OR, the planner read every unlinked error.
+-- PostgreSQL: empty: ClaimBatchWrite returns the errors waiting for the
+-- round's executions.
 -- name: ErrorBatchPending
-WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j)
-SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND execution_id <> '' AND execution_id IN (SELECT id FROM v)
-UNION
-SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
-  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-  AND root_execution_id IN (SELECT id FROM v)
 
 -- name: OutboxBatchOpenThreads
 WITH v AS (SELECT j->>'thread' AS thread FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:threads AS jsonb)))) AS j)
@@ -174,8 +198,12 @@ SELECT (SELECT coalesce(json_agg(entries), '[]') FROM entries) AS entries,
 SET LOCAL max_parallel_workers_per_gather = 0
 
 -- What a round of claims writes once it is decided, in one statement: the
--- executions, the new deliveries and those acted on, the entries' delivery counts, the
--- history lines and the counters. Each row set is one JSON array of
+-- new deliveries and those acted on, the entries' delivery counts, the
+-- history lines and the counters (EventBatchCapture wrote the executions).
+-- It returns the errors waiting for the round's executions (recorded
+-- before they claimed, linked to no event): this statement began after the
+-- capture took the executions' rows, so it sees an error that committed
+-- meanwhile. Each row set is one JSON array of
 -- objects, read by name. It is unnested from an array, which the planner
 -- takes for about ten rows: jsonb_to_recordset it takes for a hundred, and
 -- then it hashed the whole of a table of 20,000 entries rather than look
@@ -206,21 +234,6 @@ WITH execution_rows AS (
 ), counter_rows AS (
   SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
-), executions_upserted AS (
-  INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
-  SELECT r.id, r.id, r.workflow_id, r.workflow_name, r.mode, '', r.claimed_retry_of, r.id, '', r.note,
-  CAST(:now AS timestamptz), CAST(:now AS timestamptz)
-  FROM execution_rows AS r ORDER BY r.id
-  ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
-  last_seen_at = excluded.last_seen_at
-  RETURNING 1
 ), presented AS (
   INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
   class, first_seen_at)
@@ -258,7 +271,13 @@ WITH execution_rows AS (
   ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
   RETURNING 1
 )
-SELECT 1
+SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND execution_id <> '' AND execution_id IN (SELECT id FROM execution_rows)
+UNION
+SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
+  AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+  AND root_execution_id IN (SELECT id FROM execution_rows)
 
 -- PostgreSQL: empty: ClaimBatchWrite writes the executions with the rest.
 -- name: ExecutionBatchUpsert

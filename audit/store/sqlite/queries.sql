@@ -60,6 +60,11 @@ WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_
 SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
   AND item_count = 0 AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
 
+-- SQLite: empty: no data-modifying WITH; the four statements below
+-- capture a round's entries one step at a time, each trying the claims the
+-- one before did not return.
+-- name: EventBatchCapture
+
 -- SQLite: RETURNING sees only the table written, not the claim's row:
 -- presented stays NULL, and EventExecutionBatchPresent learns it by
 -- recording the deliveries.
