@@ -245,7 +245,7 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	if _, err := s.namedGet(ctx, tx, &got, "lock entries", s.q.EventBatchLock, struct {
 		Keys       string `db:"keys"`
 		Executions string `db:"executions"`
-	}{rowSet(keys), executionSet(execIDs)}); err != nil {
+	}{rowSet(keys), columnSet("id", execIDs)}); err != nil {
 		return lockedEntries{}, err
 	}
 	var entries []struct {
@@ -253,7 +253,7 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 		lockedState
 		Held bool `json:"held"`
 	}
-	var known []knownExecutionJSON
+	var known []knownExecution
 	if err := json.Unmarshal(got.Entries, &entries); err != nil {
 		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read", Err: err}
 	}
@@ -270,31 +270,16 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 		}
 	}
 	for _, k := range known {
-		l.execs[k.N8NID] = k.knownExecution()
+		l.execs[k.N8NID] = k
 	}
 	return l, nil
 }
 
-// executionSet is a row set of n8n execution ids, each {"id": …}.
-func executionSet(ids []string) string {
-	type ref struct {
-		ID string `json:"id"`
-	}
-	rows := make([]ref, len(ids))
-	for i, id := range ids {
-		rows[i] = ref{ID: id}
-	}
-	return rowSet(rows)
-}
-
-// threadSet is a row set of alert threads, each {"thread": …}.
-func threadSet(threads []string) string {
-	type ref struct {
-		Thread string `json:"thread"`
-	}
-	rows := make([]ref, len(threads))
-	for i, t := range threads {
-		rows[i] = ref{Thread: t}
+// columnSet is a row set of one column: each value as {name: value}.
+func columnSet(name string, vals []string) string {
+	rows := make([]map[string]string, len(vals))
+	for i, v := range vals {
+		rows[i] = map[string]string{name: v}
 	}
 	return rowSet(rows)
 }
@@ -426,7 +411,7 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	open := map[string]bool{}
 	if len(threads) > 0 {
 		var keys []string
-		if err := s.namedSelect(ctx, tx, &keys, "read threads", q.OutboxBatchOpenThreads, threadsArg{threadSet(threads)}); err != nil {
+		if err := s.namedSelect(ctx, tx, &keys, "read threads", q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
 			return nil, err
 		}
 		for _, k := range keys {

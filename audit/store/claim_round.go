@@ -79,7 +79,7 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 // n8n ids, by n8n id.
 func (s *Store) readExecutions(ctx context.Context, tx *sqlx.Tx, ids []string) (map[string]knownExecution, error) {
 	var known []knownExecution
-	if err := s.namedSelect(ctx, tx, &known, "read executions", s.q.ExecutionBatchRead, executionsArg{executionSet(ids)}); err != nil {
+	if err := s.namedSelect(ctx, tx, &known, "read executions", s.q.ExecutionBatchRead, executionsArg{columnSet("id", ids)}); err != nil {
 		return nil, err
 	}
 	byID := make(map[string]knownExecution, len(known))
@@ -150,8 +150,8 @@ type claimRow struct {
 // captureRouted captures the round's entries in one statement
 // (EventBatchCapture, PostgreSQL), each claim sent to the step its entry's
 // state calls for, as the batch locked it or as an earlier round left it:
-// insert a key the batch does not hold, reclaim a failed entry, hold one
-// its execution holds, touch any other. The statement writes the
+// insert a key the batch does not hold, reclaim a failed entry, touch any
+// other (which holds it when its execution does). The statement writes the
 // executions of the claims it returns that the round decides. An entry
 // that moved since fails its step's fence and is left out, as is one with
 // items; so is a key another session made since the batch locked its
@@ -173,8 +173,6 @@ func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob
 			continue // items (or no state to route by): one by one
 		case st.Status == audit.StatusFailed:
 			row.Step = "reclaim"
-		case st.Status == audit.StatusProcessing && st.Holder == r.ExecutionID:
-			row.Step = "hold"
 		default:
 			row.Step = "touch"
 		}
@@ -197,20 +195,15 @@ func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob
 		k := audit.EventKey{Source: e.Source, EventID: e.EventID}
 		held.mine[k] = true
 		held.states[k] = lockedState{Status: e.Status, Holder: e.Holder, ItemCount: e.ItemCount}
-		switch {
-		case e.Step == "insert":
+		switch e.Step {
+		case "insert":
 			e.decision = audit.DecisionClaimed
-		case e.Step == "reclaim":
+		case "reclaim":
 			e.decision = audit.DecisionReclaimed
-		case e.Step == "hold":
-			e.decision = audit.DecisionHeld
-		case e.ItemCount > 0, e.Status == audit.StatusFailed,
-			e.Status == audit.StatusProcessing && e.Holder == e.ExecutionID: // moved under its route
-			continue
-		case e.Status == audit.StatusDone:
-			e.decision = audit.DecisionDuplicate
 		default:
-			e.decision = audit.DecisionInProgress
+			if e.decision = touched(e.entryState, e.ExecutionID); e.decision == "" {
+				continue
+			}
 		}
 		got[k] = e
 	}
@@ -226,13 +219,16 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	q := s.q
 	got := make(map[audit.EventKey]batchEntry, len(jobs))
 	pending := slices.Clone(jobs)
+	claimant := make(map[audit.EventKey]string, len(jobs)) // one claim an event in a round
+	for _, j := range jobs {
+		claimant[eventKey(j.req.req)] = j.req.req.ExecutionID
+	}
 	for _, step := range []struct {
 		query    string
 		decision audit.Decision
 	}{
 		{q.EventBatchInsert, audit.DecisionClaimed},
 		{q.EventBatchReclaim, audit.DecisionReclaimed},
-		{q.EventBatchHold, audit.DecisionHeld},
 		{q.EventBatchTouch, ""}, // none of those: what is it?
 	} {
 		if len(pending) == 0 {
@@ -252,15 +248,10 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		}
 		for _, e := range returned {
 			k := audit.EventKey{Source: e.Source, EventID: e.EventID}
-			switch {
-			case step.decision != "":
-				e.decision = step.decision
-			case e.ItemCount > 0, e.Status == audit.StatusFailed: // items, or it failed since our reclaim
-				continue
-			case e.Status == audit.StatusDone:
-				e.decision = audit.DecisionDuplicate
-			default:
-				e.decision = audit.DecisionInProgress
+			if e.decision = step.decision; e.decision == "" {
+				if e.decision = touched(e.entryState, claimant[k]); e.decision == "" {
+					continue
+				}
 			}
 			got[k] = e
 		}
@@ -270,6 +261,21 @@ func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		})
 	}
 	return got, nil
+}
+
+// touched is the decision for a claim whose entry the batch neither
+// inserted nor reclaimed, given the entry as it is: "" when the claim goes
+// one by one (items, or an entry that failed since the batch looked).
+func touched(e entryState, execution string) audit.Decision {
+	switch {
+	case e.ItemCount > 0, e.Status == audit.StatusFailed:
+		return ""
+	case e.Status == audit.StatusProcessing && e.Holder == execution:
+		return audit.DecisionHeld
+	case e.Status == audit.StatusDone:
+		return audit.DecisionDuplicate
+	}
+	return audit.DecisionInProgress
 }
 
 // decideClaim is what a claim of the round is answered, given its entry
@@ -474,7 +480,7 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		return nil, err
 	}
 	err := s.namedSelect(ctx, tx, &waiting, "find pending errors", s.q.ErrorBatchPending,
-		executionsArg{executionSet(uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))})
+		executionsArg{columnSet("id", uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))})
 	return waiting, err
 }
 

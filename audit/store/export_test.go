@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/retryaudit/retryaudit/audit"
 )
 
@@ -85,4 +86,28 @@ func (s *Store) Statements() map[string]string {
 		out[v.Type().Field(i).Name] = v.Field(i).String()
 	}
 	return out
+}
+
+// CaptureAs runs one round's capture of reqs (PostgreSQL's EventBatchCapture)
+// as a batch would whose lock found the entries of was in the status given
+// (holder none) and none other, and commits. It returns the events whose
+// claim the round would decide; the rest go one by one.
+func (s *Store) CaptureAs(ctx context.Context, reqs []audit.ClaimRequest, was map[audit.EventKey]audit.Status) ([]audit.EventKey, error) {
+	held := lockedEntries{mine: map[audit.EventKey]bool{}, states: map[audit.EventKey]lockedState{}}
+	for k, st := range was {
+		held.mine[k], held.states[k] = true, lockedState{Status: st}
+	}
+	jobs := make([]*claimJob, len(reqs))
+	for i, r := range reqs {
+		jobs[i] = &claimJob{ctx: ctx, req: claimInput{req: r}}
+	}
+	var decided []audit.EventKey
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		entries, err := s.captureRouted(ctx, tx, jobs, held, time.Now())
+		for k := range entries {
+			decided = append(decided, k)
+		}
+		return err
+	})
+	return decided, err
 }

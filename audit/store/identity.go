@@ -22,49 +22,34 @@ func finished(status string) bool {
 }
 
 // knownExecution is the row of the execution the service keeps under an
-// id n8n gave.
-type knownExecution struct {
-	ID          string       `db:"execution_id"`
-	N8NID       string       `db:"n8n_id"`
-	RetryOf     string       `db:"retry_of"`
-	Mode        string       `db:"mode"`
-	Status      string       `db:"n8n_status"`
-	Incarnation int          `db:"incarnation"`
-	WorkflowID  string       `db:"workflow_id"`
-	FirstSeen   time.Time    `db:"first_seen_at"`
-	LastSeen    time.Time    `db:"last_seen_at"`
-	StartedAt   sql.NullTime `db:"started_at"`
-	EndedAt     sql.NullTime `db:"ended_at"`
-	CheckedAt   sql.NullTime `db:"checked_at"`
-}
-
-// knownExecutionJSON is a knownExecution as PostgreSQL's json_agg writes
+// id n8n gave, as a statement returns it or as PostgreSQL's json_agg writes
 // it (EventBatchLock).
-type knownExecutionJSON struct {
-	ID          string     `json:"execution_id"`
-	N8NID       string     `json:"n8n_id"`
-	RetryOf     string     `json:"retry_of"`
-	Mode        string     `json:"mode"`
-	Status      string     `json:"n8n_status"`
-	Incarnation int        `json:"incarnation"`
-	WorkflowID  string     `json:"workflow_id"`
-	FirstSeen   time.Time  `json:"first_seen_at"`
-	LastSeen    time.Time  `json:"last_seen_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	EndedAt     *time.Time `json:"ended_at"`
-	CheckedAt   *time.Time `json:"checked_at"`
+type knownExecution struct {
+	ID          string    `db:"execution_id" json:"execution_id"`
+	N8NID       string    `db:"n8n_id" json:"n8n_id"`
+	RetryOf     string    `db:"retry_of" json:"retry_of"`
+	Mode        string    `db:"mode" json:"mode"`
+	Status      string    `db:"n8n_status" json:"n8n_status"`
+	Incarnation int       `db:"incarnation" json:"incarnation"`
+	WorkflowID  string    `db:"workflow_id" json:"workflow_id"`
+	FirstSeen   time.Time `db:"first_seen_at" json:"first_seen_at"`
+	LastSeen    time.Time `db:"last_seen_at" json:"last_seen_at"`
+	StartedAt   nullTime  `db:"started_at" json:"started_at"`
+	EndedAt     nullTime  `db:"ended_at" json:"ended_at"`
+	CheckedAt   nullTime  `db:"checked_at" json:"checked_at"`
 }
 
-func (k knownExecutionJSON) knownExecution() knownExecution {
-	orNull := func(t *time.Time) sql.NullTime {
-		if t == nil {
-			return sql.NullTime{}
-		}
-		return sql.NullTime{Time: *t, Valid: true}
+// nullTime is a time that may be NULL, read from a row or from JSON.
+type nullTime struct{ sql.NullTime }
+
+// UnmarshalJSON reads null, or a time as time.Time does.
+func (t *nullTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = nullTime{}
+		return nil
 	}
-	return knownExecution{ID: k.ID, N8NID: k.N8NID, RetryOf: k.RetryOf, Mode: k.Mode, Status: k.Status,
-		Incarnation: k.Incarnation, WorkflowID: k.WorkflowID, FirstSeen: k.FirstSeen, LastSeen: k.LastSeen,
-		StartedAt: orNull(k.StartedAt), EndedAt: orNull(k.EndedAt), CheckedAt: orNull(k.CheckedAt)}
+	t.Valid = true
+	return t.Time.UnmarshalJSON(b)
 }
 
 func (k knownExecution) domain() audit.KnownExecution {

@@ -154,7 +154,7 @@ func (s *Store) knownOf(ctx context.Context, tx *sqlx.Tx, ids []string, execs ma
 		return known, nil
 	}
 	var got []string
-	if err := s.namedSelect(ctx, tx, &got, "read executions", s.q.ExecutionBatchReadKnown, executionsArg{executionSet(ids)}); err != nil {
+	if err := s.namedSelect(ctx, tx, &got, "read executions", s.q.ExecutionBatchReadKnown, executionsArg{columnSet("id", ids)}); err != nil {
 		return nil, err
 	}
 	for _, id := range got {

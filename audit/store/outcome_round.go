@@ -219,7 +219,7 @@ func (s *Store) outcomesFollowUp(ctx context.Context, tx *sqlx.Tx, done []*outco
 	if open == nil {
 		threads := uniqueColumn(done, func(j *outcomeJob) string { return audit.EventThread(j.req.req.Source, j.req.req.EventID) })
 		var keys []string
-		if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{threadSet(threads)}); err != nil {
+		if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
 			return nil, err
 		}
 		open = map[audit.EventKey]bool{}

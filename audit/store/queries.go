@@ -47,7 +47,6 @@ type queries struct {
 	EventBatchCapture              string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
-	EventBatchHold                 string
 	EventBatchInsert               string
 	EventBatchLock                 string
 	EventBatchReadHolders          string

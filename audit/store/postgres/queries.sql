@@ -66,9 +66,10 @@ SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS
 -- The capture of a round's entries, in one statement. Each claim of :claims
 -- (source, event_id, execution_id, step) names the step the batch expects,
 -- from what its lock read: insert a key it did not hold, reclaim a failed
--- entry, hold one its execution holds, touch any other. Each step keeps its
--- fence: an entry that moved since is not returned, and its claim goes one
--- by one. Each entry returned says whether the claiming execution presented
+-- entry, touch any other (which holds it when its execution does: Go reads
+-- that from the row). Each step keeps its fence: an entry that moved since
+-- is not returned, or comes back in a state that sends it one by one
+-- (items, failed). Each entry returned says whether the claiming execution presented
 -- the key before (presented), read under the entry's row lock, which the
 -- batch took before (EventBatchLock) or by inserting the row. The
 -- executions of the claims the round decides (:executions, one row each)
@@ -102,14 +103,6 @@ WITH r AS (
   w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
   EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
   AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
-), held AS (
-  UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
-  FROM r WHERE r.step = 'hold' AND w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
-  AND w.status = 'processing' AND w.holder_execution_id = r.execution_id
-  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
-  w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
-  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
-  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 ), touched AS (
   UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
   FROM r WHERE r.step = 'touch' AND w.source = r.source AND w.event_id = r.event_id
@@ -118,7 +111,7 @@ WITH r AS (
   EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
   AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 ), captured AS (
-  SELECT * FROM inserted UNION ALL SELECT * FROM reclaimed UNION ALL SELECT * FROM held UNION ALL SELECT * FROM touched
+  SELECT * FROM inserted UNION ALL SELECT * FROM reclaimed UNION ALL SELECT * FROM touched
 ), executions_upserted AS (
   INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
@@ -126,7 +119,7 @@ WITH r AS (
   CAST(:now AS timestamptz), CAST(:now AS timestamptz)
   FROM execution_rows AS e
   WHERE e.id IN (SELECT c.execution_id FROM captured AS c WHERE c.step <> 'touch' OR c.item_count = 0
-  AND c.status <> 'failed' AND NOT (c.status = 'processing' AND c.holder_execution_id = c.execution_id))
+  AND c.status <> 'failed')
   ORDER BY e.id
   ON CONFLICT (execution_id) DO UPDATE SET
   workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
@@ -146,9 +139,6 @@ SELECT source, event_id, status, holder_execution_id, item_count, fingerprint, f
 
 -- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchReclaim
-
--- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
--- name: EventBatchHold
 
 -- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchTouch

@@ -60,7 +60,7 @@ WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_
 SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
   AND item_count = 0 AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
 
--- SQLite: empty: no data-modifying WITH; the four statements below
+-- SQLite: empty: no data-modifying WITH; the three statements below
 -- capture a round's entries one step at a time, each trying the claims the
 -- one before did not return.
 -- name: EventBatchCapture
@@ -91,19 +91,6 @@ WITH v AS (
 UPDATE webhook_events SET status = 'processing', holder_execution_id = v_execution_id, updated_at = :now,
   last_seen_at = :now, review_reason = ''
   FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed'
-  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
-  last_delivery_id, last_presented_at, deliveries, NULL AS presented
-
--- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: EventBatchHold
-WITH v AS (
-  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
-  j.value->>'$.execution_id' AS v_execution_id
-  FROM json_each(:claims) AS j
-)
-UPDATE webhook_events SET last_seen_at = :now
-  FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'processing'
-  AND holder_execution_id = v_execution_id
   RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
