@@ -39,7 +39,9 @@ type queries struct {
 	DeleteScratchOutbox            string
 	DetectStale                    string
 	DropPayloads                   string
+	ErrorBatchInsert               string
 	ErrorBatchPending              string
+	ErrorBatchWrite                string
 	ErrorKnown                     string
 	ErrorRelease                   string
 	ErrorRollback                  string
@@ -50,13 +52,16 @@ type queries struct {
 	EventBatchHold                 string
 	EventBatchInsert               string
 	EventBatchLock                 string
+	EventBatchMarkErrors           string
 	EventBatchReadHolders          string
 	EventBatchReadReportHolders    string
 	EventBatchReclaim              string
 	EventBatchTouch                string
+	EventExecutionBatchEvents      string
 	EventExecutionBatchMarkActed   string
 	EventExecutionBatchPresent     string
 	EventExecutionBatchReporters   string
+	ExecutionBatchErrorSeen        string
 	ExecutionBatchRead             string
 	ExecutionBatchReadKnown        string
 	ExecutionBatchSeen             string
@@ -75,6 +80,7 @@ type queries struct {
 	GroupFirst                     string
 	GroupLast                      string
 	HistoryBatchInsertClaims       string
+	HistoryBatchInsertErrors       string
 	HistoryBatchInsertOutcomes     string
 	HoldEvent                      string
 	HoldItem                       string
@@ -101,6 +107,7 @@ type queries struct {
 	MergeShards                    string
 	OtherEventHolder               string
 	OtherItemHolder                string
+	OutboxBatchInsert              string
 	OutboxBatchOpenThreads         string
 	OutcomeBatchWrite              string
 	OutcomeRelease                 string
