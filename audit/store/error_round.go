@@ -154,7 +154,7 @@ func decidedErrors(jobs []*errorJob, firstOf map[string]*errorJob, execs map[str
 		x, ok := execs[id]
 		es := entries[id]
 		if !ok || x.RetryOf != "" || len(es) == 0 {
-			return n // gone, lineage learned meanwhile, or linked to no event: alone
+			return n // superseded or gone, lineage learned meanwhile, or no event: alone
 		}
 		for _, e := range es {
 			if taken[audit.EventKey{Source: e.Source, EventID: e.EventID}] ||

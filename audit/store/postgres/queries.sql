@@ -369,8 +369,8 @@ SELECT 1
 -- The executions of a round of error payloads, each known as itself and
 -- with no lineage, seen again: a payload's fields fill in what it says, as
 -- UpsertExecution does for a row it finds. It returns them as ReadExecution
--- does; a retry_of set since the round read them sends their payloads one
--- by one.
+-- does; one superseded, or given a retry_of, since the batch read it is not
+-- the one its payloads were judged against: they go one by one.
 -- name: ExecutionBatchErrorSeen
 WITH r AS (
   SELECT j->>'id' AS id, j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'mode' AS mode,
@@ -382,7 +382,7 @@ UPDATE executions AS x SET workflow_id = CASE WHEN r.workflow_id <> '' THEN r.wo
   mode = CASE WHEN r.mode <> '' THEN r.mode ELSE x.mode END,
   n8n_url = CASE WHEN r.url <> '' THEN r.url ELSE x.n8n_url END,
   last_seen_at = CAST(:now AS timestamptz)
-  FROM r WHERE x.execution_id = r.id
+  FROM r WHERE x.execution_id = r.id AND x.superseded_at IS NULL
   RETURNING x.execution_id, x.workflow_id, x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of,
   x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at, x.last_seen_at
 

@@ -272,7 +272,7 @@ UPDATE executions SET workflow_id = CASE WHEN r_workflow_id <> '' THEN r_workflo
   workflow_name = CASE WHEN r_workflow_name <> '' THEN r_workflow_name ELSE workflow_name END,
   mode = CASE WHEN r_mode <> '' THEN r_mode ELSE mode END,
   n8n_url = CASE WHEN r_url <> '' THEN r_url ELSE n8n_url END,
-  last_seen_at = :now FROM r WHERE execution_id = r_id
+  last_seen_at = :now FROM r WHERE execution_id = r_id AND superseded_at IS NULL
   RETURNING execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of, root_execution_id, n8n_url,
   lineage_note, first_seen_at, last_seen_at
 
