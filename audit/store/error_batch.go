@@ -17,34 +17,62 @@ type errorInput struct {
 
 type errorJob = job[errorInput, audit.N8NErrorResult]
 
-// errorBatch records a batch of error reports in tx, in the order they came,
-// each in a savepoint: the batch shares one commit. A report refused for
-// what it says writes nothing and fails none of its neighbours. A report
-// sees what the reports before it wrote: a second identical payload in the
-// batch is answered as a duplicate of the first, as it would be one by one.
+// errorBatch records a batch of error reports in tx, in the order they
+// came: the batch shares one commit. Plain reports (plainErrors) go in
+// set-based rounds (errorRound) as far as a round can take them; any other
+// goes alone, in a savepoint (errorAlone), and the next round starts after
+// it. A report sees what the reports before it wrote: a second identical
+// payload in the batch is answered as a duplicate of the first, as it
+// would be one by one.
 func (s *Store) errorBatch(ctx context.Context, tx *sqlx.Tx, jobs []*errorJob, now time.Time) error {
-	for _, j := range jobs {
-		if _, err := s.exec(ctx, tx, "error", s.q.ErrorSavepoint); err != nil {
-			return err
+	plain, err := s.plainErrors(ctx, tx, jobs, now)
+	if err != nil {
+		return err
+	}
+	for len(jobs) > 0 {
+		n := 0
+		for n < len(jobs) && plain[jobs[n]] {
+			n++
 		}
-		res, err := s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
-		if err != nil {
-			if !refusal(err) {
+		if n > 0 {
+			round := n
+			if n, err = s.errorRound(ctx, tx, jobs[:round], now); err != nil {
 				return err
 			}
-			j.err = err
-			if _, err := s.exec(ctx, tx, "error", s.q.ErrorRollback); err != nil {
+			if n < round {
+				plain[jobs[n]] = false // what the round read of it sends it alone
+			}
+		}
+		if n == 0 {
+			if err := s.errorAlone(ctx, tx, jobs[0], now); err != nil {
 				return err
 			}
-			continue
+			n = 1
 		}
-		j.res = res
-		j.after = s.afterError(res)
-		if _, err := s.exec(ctx, tx, "error", s.q.ErrorRelease); err != nil {
-			return err
-		}
+		jobs = jobs[n:]
 	}
 	return nil
+}
+
+// errorAlone records one report in its savepoint. A report refused for
+// what it says writes nothing and fails none of its neighbours.
+func (s *Store) errorAlone(ctx context.Context, tx *sqlx.Tx, j *errorJob, now time.Time) error {
+	if _, err := s.exec(ctx, tx, "error", s.q.ErrorSavepoint); err != nil {
+		return err
+	}
+	res, err := s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
+	if err != nil {
+		if !refusal(err) {
+			return err
+		}
+		j.err = err
+		_, err := s.exec(ctx, tx, "error", s.q.ErrorRollback)
+		return err
+	}
+	j.res = res
+	j.after = s.afterError(res)
+	_, err = s.exec(ctx, tx, "error", s.q.ErrorRelease)
+	return err
 }
 
 // afterError counts a recorded error and wakes the outbox worker for its

@@ -3,8 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
@@ -134,4 +138,171 @@ func TestErrorPayloadsAtOnce(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestErrorRoundsRecordWhatOneByOneRecords: a batch of error payloads,
+// most of them plain (their execution claimed events and holds them,
+// finished them, or was alerted about them; several events for one; an
+// entry nobody holds), some not (an execution that does not hold its entry,
+// one that touched no event, one the service never saw), with copies, leaves
+// exactly what the same payloads leave one by one, in the same order: the
+// same answers, errors, links, reviews, history lines, executions, alerts
+// and counters.
+func TestErrorRoundsRecordWhatOneByOneRecords(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		clock := audittest.NewClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+		batched := audittest.Open(t, dialect, store.Options{Now: clock.Now})
+		alone := audittest.Open(t, dialect, store.Options{Now: clock.Now, Batching: store.Batching{Off: true}})
+		const n = 8
+		for _, s := range []*store.Store{batched, alone} {
+			claim := func(event, exec string) {
+				t.Helper()
+				if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec,
+					WorkflowID: "wf", WorkflowName: "Orders", Node: "Claim"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			report := func(event, exec string, o audit.Outcome) {
+				t.Helper()
+				if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, ExecutionID: exec,
+					WorkflowID: "wf", Outcome: o}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < n; i++ {
+				claim(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i)) // finished: a history line
+				report(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i), audit.OutcomeDone)
+				claim(fmt.Sprintf("held%d", i), fmt.Sprintf("xh%d", i)) // held: review and an alert
+				claim(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i)) // alerted before: a reply in the thread
+				report(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i), audit.OutcomeUnknown)
+				claim(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i)) // two events, one finished
+				claim(fmt.Sprintf("b%d", i), fmt.Sprintf("xs%d", i))
+				report(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i), audit.OutcomeDone)
+				claim(fmt.Sprintf("other%d", i), fmt.Sprintf("xo%d", i)) // a redelivery's execution, not the holder
+				claim(fmt.Sprintf("other%d", i), fmt.Sprintf("yo%d", i))
+				if _, err := s.RecordHookReports(ctx, []audit.N8NHookReport{{Phase: audit.PhaseStart, // known, no event
+					ExecutionID: fmt.Sprintf("xn%d", i), WorkflowID: "wf", Mode: "webhook", StartedAt: clock.Now()}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// An entry nobody holds (written by SQL) is the error's to flag.
+			if _, err := s.DB().Exec("UPDATE webhook_events SET holder_execution_id = '' WHERE event_id = 'held0'"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Minute)
+		errorOf := func(exec, node string) audit.N8NErrorReport {
+			return audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + exec, ExecutionID: exec,
+				WorkflowID: "wf", WorkflowName: "Orders", Mode: "webhook", Node: node, Message: "the CRM timed out"}
+		}
+		var reports []audit.N8NErrorReport
+		for i := 0; i < n; i++ { // a long run of plain payloads
+			reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), ""), errorOf(fmt.Sprintf("xh%d", i), "Create order"),
+				errorOf(fmt.Sprintf("xt%d", i), "Create order"), errorOf(fmt.Sprintf("xs%d", i), "Create order"))
+		}
+		for i := 0; i < n; i++ { // copies (one fills in the node), among payloads that go alone
+			reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), "Create order"), errorOf(fmt.Sprintf("yo%d", i), "Create order"),
+				errorOf(fmt.Sprintf("xh%d", i), "Create order"), errorOf(fmt.Sprintf("xu%d", i), "Create order"),
+				errorOf(fmt.Sprintf("xs%d", i), "Create order"), errorOf(fmt.Sprintf("xo%d", i), "Create order"),
+				errorOf(fmt.Sprintf("xn%d", i), "Create order"))
+		}
+		got, errs := batched.RecordErrorsTogether(ctx, reports)
+		for i, r := range reports {
+			if errs[i] != nil {
+				t.Fatalf("payload %d (%s): %v", i, r.DedupeKey, errs[i])
+			}
+			want, err := alone.RecordError(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, b := answer(t, batched, got[i]), answer(t, alone, want); a != b {
+				t.Errorf("payload %d (%s): group commit answered %s, one by one %s", i, r.DedupeKey, a, b)
+			}
+		}
+		for _, q := range ledgerDump {
+			a, b := dump(t, batched, q), dump(t, alone, q)
+			if !slices.Equal(a, b) {
+				t.Errorf("%s\ngroup commit:\n%s\none by one:\n%s", q, strings.Join(a, "\n"), strings.Join(b, "\n"))
+			}
+		}
+	})
+}
+
+// answer is an error's answer with the error named by its dedupe key.
+func answer(t *testing.T, s *store.Store, res audit.N8NErrorResult) string {
+	t.Helper()
+	var key string
+	if err := s.DB().Get(&key, s.DB().Rebind("SELECT dedupe_key FROM n8n_errors WHERE id = ?"), res.ID); err != nil {
+		t.Fatal(err)
+	}
+	linked := ""
+	if res.Linked != nil {
+		linked = res.Linked.Source + "/" + res.Linked.EventID
+	}
+	return fmt.Sprintf("%s duplicate=%v kind=%s execution=%s retry_of=%s linked=%s", key, res.Duplicate, res.Kind,
+		res.ExecutionID, res.RetryOf, linked)
+}
+
+// ledgerDump reads what error payloads leave, errors named by their dedupe
+// key (ids differ between stores: a duplicate takes one on PostgreSQL).
+var ledgerDump = []string{
+	`SELECT dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id, workflow_id, workflow_name, mode,
+	node, message, http_code, n8n_url, payload, payload_truncated, intake_note, source, event_id
+	FROM n8n_errors ORDER BY dedupe_key`,
+	`SELECT h.source, h.event_id, h.at, h.kind, h.execution_id, h.retry_of, h.workflow_id, h.workflow_name, h.node,
+	h.decision, h.delivery, h.class, h.status, h.message, e.dedupe_key
+	FROM event_history h LEFT JOIN n8n_errors e ON e.id = h.error_id ORDER BY h.source, h.event_id, h.id`,
+	`SELECT source, event_id, status, holder_execution_id, review_reason, deliveries, updated_at, last_seen_at
+	FROM webhook_events ORDER BY source, event_id`,
+	`SELECT source, event_id, execution_id, role, acted FROM event_executions ORDER BY source, event_id, execution_id`,
+	`SELECT execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of, root_execution_id,
+	n8n_url, lineage_note, first_seen_at, last_seen_at FROM executions ORDER BY execution_id`,
+	`SELECT o.thread_key, o.kind, o.alert_kind, o.state, o.last_error, o.due_at, e.dedupe_key, o.payload
+	FROM outbox o LEFT JOIN n8n_errors e ON e.id = o.error_id ORDER BY o.thread_key, o.id`,
+	`SELECT source, workflow_id, metric, sum(n) FROM stats_hourly GROUP BY source, workflow_id, metric
+	ORDER BY source, workflow_id, metric`,
+}
+
+// errorIDField is an error's id in an alert's payload.
+var errorIDField = regexp.MustCompile(`"error_id":[0-9]+`)
+
+// dump returns a query's rows as text, an error id in a payload named by the
+// error's dedupe key.
+func dump(t *testing.T, s *store.Store, q string) []string {
+	t.Helper()
+	keys := map[string]string{}
+	var ids []struct {
+		ID  int64  `db:"id"`
+		Key string `db:"dedupe_key"`
+	}
+	if err := s.DB().Select(&ids, "SELECT id, dedupe_key FROM n8n_errors"); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ids {
+		keys[fmt.Sprintf(`"error_id":%d`, e.ID)] = `"error":"` + e.Key + `"`
+	}
+	rows, err := s.DB().Queryx(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		cols, err := rows.SliceScan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cols {
+			if b, ok := c.([]byte); ok {
+				cols[i] = string(b)
+			}
+		}
+		line := errorIDField.ReplaceAllStringFunc(fmt.Sprintf("%v", cols), func(m string) string { return keys[m] })
+		out = append(out, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -23,21 +23,14 @@ const unlinkedGrace = 30 * time.Second
 // on: errorBatch). A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
 func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
-	r = r.Stored(s.redact)
-	var self n8nWord
-	if r.Kind == audit.N8NErrorExecution && r.ExecutionID != "" {
-		// n8n is asked before the transaction: whether the execution is
-		// the one the service knows by its id, and whether the retryOf
-		// the payload reports is n8n's.
-		self = s.askN8N(ctx, r.ExecutionID)
-	}
+	in := s.errorInput(ctx, r)
 	if s.errors != nil {
-		return s.errors.do(ctx, errorInput{rep: r, self: self})
+		return s.errors.do(ctx, in)
 	}
 	var res audit.N8NErrorResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		res, err = s.recordReport(ctx, tx, r, self, s.now())
+		res, err = s.recordReport(ctx, tx, in.rep, in.self, s.now())
 		return err
 	})
 	if err != nil {
@@ -45,6 +38,19 @@ func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.
 	}
 	s.afterError(res)()
 	return res, nil
+}
+
+// errorInput is a report as stored, with what n8n's API said of its
+// execution, asked before the transaction: whether the execution is the one
+// the service knows by its id, and whether the retryOf the payload reports
+// is n8n's.
+func (s *Store) errorInput(ctx context.Context, r audit.N8NErrorReport) errorInput {
+	r = r.Stored(s.redact)
+	var self n8nWord
+	if r.Kind == audit.N8NErrorExecution && r.ExecutionID != "" {
+		self = s.askN8N(ctx, r.ExecutionID)
+	}
+	return errorInput{rep: r, self: self}
 }
 
 // recordReport records a report in tx: its execution's lineage, then the

@@ -77,6 +77,18 @@ func (s *Store) ReportTogether(ctx context.Context, reqs []audit.OutcomeRequest)
 	return res, errs
 }
 
+// RecordErrorsTogether records error reports as one batch, in the order
+// given, as the group commit would had they arrived together.
+func (s *Store) RecordErrorsTogether(ctx context.Context, reps []audit.N8NErrorReport) ([]audit.N8NErrorResult, []error) {
+	res, errs := make([]audit.N8NErrorResult, len(reps)), make([]error, len(reps))
+	jobs := make([]*errorJob, len(reps))
+	for i, r := range reps {
+		jobs[i] = &errorJob{ctx: ctx, req: s.errorInput(ctx, r), queued: time.Now(), done: make(chan struct{})}
+	}
+	together(ctx, s.errors, jobs, func(n int, j *errorJob) { res[n], errs[n] = j.res, j.err })
+	return res, errs
+}
+
 // Statements returns the store's statements by name, as loaded for its
 // database.
 func (s *Store) Statements() map[string]string {

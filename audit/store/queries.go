@@ -39,7 +39,9 @@ type queries struct {
 	DeleteScratchOutbox            string
 	DetectStale                    string
 	DropPayloads                   string
+	ErrorBatchInsert               string
 	ErrorBatchPending              string
+	ErrorBatchWrite                string
 	ErrorKnown                     string
 	ErrorRelease                   string
 	ErrorRollback                  string
@@ -49,13 +51,16 @@ type queries struct {
 	EventBatchFinish               string
 	EventBatchInsert               string
 	EventBatchLock                 string
+	EventBatchMarkErrors           string
 	EventBatchReadHolders          string
 	EventBatchReadReportHolders    string
 	EventBatchReclaim              string
 	EventBatchTouch                string
+	EventExecutionBatchEvents      string
 	EventExecutionBatchMarkActed   string
 	EventExecutionBatchPresent     string
 	EventExecutionBatchReporters   string
+	ExecutionBatchErrorSeen        string
 	ExecutionBatchRead             string
 	ExecutionBatchReadKnown        string
 	ExecutionBatchSeen             string
@@ -74,6 +79,7 @@ type queries struct {
 	GroupFirst                     string
 	GroupLast                      string
 	HistoryBatchInsertClaims       string
+	HistoryBatchInsertErrors       string
 	HistoryBatchInsertOutcomes     string
 	HoldEvent                      string
 	HoldItem                       string
@@ -100,6 +106,7 @@ type queries struct {
 	MergeShards                    string
 	OtherEventHolder               string
 	OtherItemHolder                string
+	OutboxBatchInsert              string
 	OutboxBatchOpenThreads         string
 	OutcomeBatchWrite              string
 	OutcomeRelease                 string

@@ -355,3 +355,117 @@ SELECT 1
 
 -- PostgreSQL: empty: OutcomeBatchWrite writes the history with the rest.
 -- name: HistoryBatchInsertOutcomes
+
+-- The executions of a round of error payloads, each known as itself and
+-- with no lineage, seen again: a payload's fields fill in what it says, as
+-- UpsertExecution does for a row it finds. It returns them as ReadExecution
+-- does; one superseded, or given a retry_of, since the batch read it is not
+-- the one its payloads were judged against: they go one by one.
+-- name: ExecutionBatchErrorSeen
+WITH r AS (
+  SELECT j->>'id' AS id, j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'mode' AS mode,
+  j->>'url' AS url
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j
+)
+UPDATE executions AS x SET workflow_id = CASE WHEN r.workflow_id <> '' THEN r.workflow_id ELSE x.workflow_id END,
+  workflow_name = CASE WHEN r.workflow_name <> '' THEN r.workflow_name ELSE x.workflow_name END,
+  mode = CASE WHEN r.mode <> '' THEN r.mode ELSE x.mode END,
+  n8n_url = CASE WHEN r.url <> '' THEN r.url ELSE x.n8n_url END,
+  last_seen_at = CAST(:now AS timestamptz)
+  FROM r WHERE x.execution_id = r.id AND x.superseded_at IS NULL
+  RETURNING x.execution_id, x.workflow_id, x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of,
+  x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at, x.last_seen_at
+
+-- The entries the executions of a round of error payloads touched, each
+-- execution's in FindEvents' order, under their row lock (as AttachError
+-- takes it): a claim that takes an entry over commits before or after the
+-- round judges it, never between.
+-- name: EventExecutionBatchEvents
+WITH v AS (
+  SELECT j->>'id' AS v_id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j
+)
+SELECT ee.execution_id, w.source, w.event_id, w.status, w.holder_execution_id, w.updated_at, w.deliveries, w.crm_ref
+  FROM event_executions AS ee JOIN webhook_events AS w ON w.source = ee.source AND w.event_id = ee.event_id
+  WHERE ee.execution_id IN (SELECT v_id FROM v)
+  ORDER BY ee.execution_id, ee.first_seen_at, ee.source, ee.event_id
+  FOR UPDATE OF w
+
+-- A round of error payloads, each the first of its execution, recorded in
+-- one statement: the errors linked to their first event, then, for those
+-- recorded now (a dedupe key already recorded makes a duplicate, which
+-- links nothing), their history lines and the review of the entries their
+-- execution holds. It returns the errors recorded.
+-- name: ErrorBatchInsert
+WITH error_rows AS (
+  SELECT j->>'dedupe_key' AS dedupe_key, j->>'kind' AS kind, j->>'execution_id' AS execution_id,
+  j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'mode' AS mode, j->>'node' AS node,
+  j->>'message' AS message, j->>'http_code' AS http_code, j->>'url' AS url, j->>'payload' AS payload,
+  CAST(j->>'truncated' AS boolean) AS truncated, j->>'note' AS note, j->>'source' AS source, j->>'event_id' AS event_id
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:errors AS jsonb)))) AS j
+), history_rows AS (
+  SELECT j->>'dedupe_key' AS dedupe_key, j->>'source' AS source, j->>'event_id' AS event_id,
+  j->>'execution_id' AS execution_id, j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name,
+  j->>'node' AS node, j->>'decision' AS decision, j->>'message' AS message
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
+), review_rows AS (
+  SELECT j->>'dedupe_key' AS dedupe_key, j->>'source' AS source, j->>'event_id' AS event_id, j->>'holder' AS holder
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reviews AS jsonb)))) AS j
+), inserted AS (
+  INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id, workflow_id,
+  workflow_name, mode, node, message, http_code, n8n_url, payload, payload_truncated, intake_note, source, event_id)
+  SELECT r.dedupe_key, CAST(:now AS timestamptz), r.kind, r.execution_id, '', r.execution_id, r.workflow_id,
+  r.workflow_name, r.mode, r.node, r.message, r.http_code, r.url, r.payload, r.truncated, r.note, r.source, r.event_id
+  FROM error_rows AS r
+  ON CONFLICT (dedupe_key) DO NOTHING
+  RETURNING id, dedupe_key
+), history AS (
+  INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref, error_id)
+  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'error', r.execution_id, '', r.workflow_id,
+  r.workflow_name, r.node, r.decision, '', '', '', '', r.message, '', i.id
+  FROM history_rows AS r JOIN inserted AS i ON i.dedupe_key = r.dedupe_key
+  RETURNING 1
+), reviews AS (
+  UPDATE webhook_events AS w SET review_reason = 'error', last_seen_at = CAST(:now AS timestamptz)
+  FROM review_rows AS r JOIN inserted AS i ON i.dedupe_key = r.dedupe_key
+  WHERE w.source = r.source AND w.event_id = r.event_id AND w.status = 'processing'
+  AND w.holder_execution_id = r.holder AND w.review_reason = ''
+  RETURNING 1
+)
+SELECT id, dedupe_key FROM inserted
+
+-- The alerts of a round of error payloads, and their counters, in one
+-- statement: written once the errors have their ids, which the alerts name.
+-- name: ErrorBatchWrite
+WITH outbox_rows AS (
+  SELECT j->>'thread_key' AS thread_key, j->>'kind' AS kind, j->>'source' AS source, j->>'event_id' AS event_id,
+  CAST(j->>'error_id' AS bigint) AS error_id, j->>'payload' AS payload, j->>'state' AS state,
+  j->>'last_error' AS last_error, j->>'alert_kind' AS alert_kind
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:outbox AS jsonb)))) AS j
+), counter_rows AS (
+  SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
+), outbox AS (
+  INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state, last_error,
+  alert_kind)
+  SELECT CAST(:now AS timestamptz), CAST(:now AS timestamptz), r.thread_key, r.kind, r.source, r.event_id, r.error_id,
+  r.payload, r.state, r.last_error, r.alert_kind
+  FROM outbox_rows AS r
+  RETURNING 1
+), counters AS (
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
+  FROM counter_rows AS r
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+  RETURNING 1
+)
+SELECT 1
+
+-- PostgreSQL: empty: ErrorBatchInsert writes the history with the errors.
+-- name: HistoryBatchInsertErrors
+
+-- PostgreSQL: empty: ErrorBatchInsert marks the entries for review with the errors.
+-- name: EventBatchMarkErrors
+
+-- PostgreSQL: empty: ErrorBatchWrite writes the alerts with their counters.
+-- name: OutboxBatchInsert

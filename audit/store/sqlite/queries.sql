@@ -249,3 +249,74 @@ INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry
   node, decision, delivery, class, status, actor, message, crm_ref, error_id)
   SELECT source, event_id, '', :now, 'outcome', execution_id, '', '', '', '', decision, '', '', status, '', message,
   crm_ref, NULL FROM r
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: ExecutionBatchErrorSeen
+WITH r AS (SELECT j.value->>'$.id' AS r_id, j.value->>'$.workflow_id' AS r_workflow_id,
+  j.value->>'$.workflow_name' AS r_workflow_name, j.value->>'$.mode' AS r_mode, j.value->>'$.url' AS r_url
+  FROM json_each(:executions) AS j)
+UPDATE executions SET workflow_id = CASE WHEN r_workflow_id <> '' THEN r_workflow_id ELSE workflow_id END,
+  workflow_name = CASE WHEN r_workflow_name <> '' THEN r_workflow_name ELSE workflow_name END,
+  mode = CASE WHEN r_mode <> '' THEN r_mode ELSE mode END,
+  n8n_url = CASE WHEN r_url <> '' THEN r_url ELSE n8n_url END,
+  last_seen_at = :now FROM r WHERE execution_id = r_id AND superseded_at IS NULL
+  RETURNING execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of, root_execution_id, n8n_url,
+  lineage_note, first_seen_at, last_seen_at
+
+-- SQLite: no row lock to take (one writer).
+-- name: EventExecutionBatchEvents
+WITH v AS (SELECT j.value->>'$.id' AS v_id FROM json_each(:executions) AS j)
+SELECT ee.execution_id, w.source, w.event_id, w.status, w.holder_execution_id, w.updated_at, w.deliveries, w.crm_ref
+  FROM event_executions AS ee JOIN webhook_events AS w ON w.source = ee.source AND w.event_id = ee.event_id
+  WHERE ee.execution_id IN (SELECT v_id FROM v)
+  ORDER BY ee.execution_id, ee.first_seen_at, ee.source, ee.event_id
+
+-- SQLite: the errors alone; the statements below write their history and
+-- the entries' review (PostgreSQL writes them in this one).
+-- name: ErrorBatchInsert
+WITH r AS (SELECT j.value->>'$.dedupe_key' AS dedupe_key, j.value->>'$.kind' AS kind,
+  j.value->>'$.execution_id' AS execution_id, j.value->>'$.workflow_id' AS workflow_id,
+  j.value->>'$.workflow_name' AS workflow_name, j.value->>'$.mode' AS mode, j.value->>'$.node' AS node,
+  j.value->>'$.message' AS message, j.value->>'$.http_code' AS http_code, j.value->>'$.url' AS url,
+  j.value->>'$.payload' AS payload, j.value->>'$.truncated' AS truncated, j.value->>'$.note' AS note,
+  j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id FROM json_each(:errors) AS j)
+INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id, workflow_id,
+  workflow_name, mode, node, message, http_code, n8n_url, payload, payload_truncated, intake_note, source, event_id)
+  SELECT dedupe_key, :now, kind, execution_id, '', execution_id, workflow_id, workflow_name, mode, node, message,
+  http_code, url, payload, truncated, note, source, event_id FROM r WHERE true
+  ON CONFLICT (dedupe_key) DO NOTHING
+  RETURNING id, dedupe_key
+
+-- SQLite: empty: no data-modifying WITH; the statements below write the
+-- alerts of a round of error payloads one table at a time (PostgreSQL
+-- writes them in one).
+-- name: ErrorBatchWrite
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: HistoryBatchInsertErrors
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
+  j.value->>'$.execution_id' AS execution_id, j.value->>'$.workflow_id' AS workflow_id,
+  j.value->>'$.workflow_name' AS workflow_name, j.value->>'$.node' AS node, j.value->>'$.decision' AS decision,
+  j.value->>'$.message' AS message, j.value->>'$.error_id' AS error_id FROM json_each(:history) AS j)
+INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
+  node, decision, delivery, class, status, actor, message, crm_ref, error_id)
+  SELECT source, event_id, '', :now, 'error', execution_id, '', workflow_id, workflow_name, node, decision, '', '', '',
+  '', message, '', error_id FROM r
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventBatchMarkErrors
+WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_event_id,
+  j.value->>'$.holder' AS r_holder FROM json_each(:reviews) AS j)
+UPDATE webhook_events SET review_reason = 'error', last_seen_at = :now
+  FROM r WHERE source = r_source AND event_id = r_event_id AND +status = 'processing'
+  AND holder_execution_id = r_holder AND review_reason = ''
+
+-- SQLite: each row set is one JSON array of objects, read by name.
+-- name: OutboxBatchInsert
+WITH r AS (SELECT j.value->>'$.thread_key' AS thread_key, j.value->>'$.kind' AS kind, j.value->>'$.source' AS source,
+  j.value->>'$.event_id' AS event_id, j.value->>'$.error_id' AS error_id, j.value->>'$.payload' AS payload,
+  j.value->>'$.state' AS state, j.value->>'$.last_error' AS last_error, j.value->>'$.alert_kind' AS alert_kind
+  FROM json_each(:outbox) AS j)
+INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state, last_error,
+  alert_kind)
+  SELECT :now, :now, thread_key, kind, source, event_id, error_id, payload, state, last_error, alert_kind FROM r
