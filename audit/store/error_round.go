@@ -126,7 +126,7 @@ func (s *Store) errorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJob, n
 	}
 	var open []string
 	if len(threads) > 0 {
-		if err := s.namedSelect(ctx, tx, &open, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{threadSet(threads)}); err != nil {
+		if err := s.namedSelect(ctx, tx, &open, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
 			return 0, err
 		}
 	}
