@@ -202,23 +202,14 @@ type lockedEntries struct {
 	// a batch that waited for one would hold its neighbours for the lock
 	// timeout, then fail and run again one by one.
 	held map[string]bool
-	// mine are the entries the batch locked: its statements change them
-	// without waiting, and what it reads of them stays true until it
-	// commits. nil: every entry is the batch's (SQLite).
-	mine map[audit.EventKey]bool
-	// states are the entries the batch locked as it locked them. nil: not
-	// read (SQLite, where a statement is no round trip).
-	states map[audit.EventKey]lockedState
+	// states are the entries the batch locked, as it locked them: its
+	// statements change them without waiting, and what it reads of them
+	// stays true until it commits. nil: not read (SQLite, where every entry
+	// is the batch's and a statement is no round trip).
+	states map[audit.EventKey]entryState
 	// execs are the executions kept under the n8n ids asked for, by n8n
 	// id. nil: not read (SQLite).
 	execs map[string]knownExecution
-}
-
-// lockedState is what the lock read of an entry.
-type lockedState struct {
-	Status    audit.Status `json:"status"`
-	Holder    string       `json:"holder_execution_id"`
-	ItemCount int          `json:"item_count"`
 }
 
 // lockEntries locks, in tx, the rows of the entries the jobs are about and
@@ -250,7 +241,7 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	}
 	var entries []struct {
 		audit.EventKey
-		lockedState
+		entryState
 		Held bool `json:"held"`
 	}
 	var known []knownExecution
@@ -260,13 +251,13 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	if err := json.Unmarshal(got.Executions, &known); err != nil {
 		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read executions", Err: err}
 	}
-	l := lockedEntries{held: map[string]bool{}, mine: make(map[audit.EventKey]bool, len(entries)),
-		states: make(map[audit.EventKey]lockedState, len(entries)), execs: make(map[string]knownExecution, len(known))}
+	l := lockedEntries{held: map[string]bool{}, states: make(map[audit.EventKey]entryState, len(entries)),
+		execs: make(map[string]knownExecution, len(known))}
 	for _, e := range entries {
 		if e.Held {
 			l.held[entryKey(e.Source, e.EventID)] = true
 		} else {
-			l.mine[e.EventKey], l.states[e.EventKey] = true, e.lockedState
+			l.states[e.EventKey] = e.entryState
 		}
 	}
 	for _, k := range known {
@@ -293,7 +284,7 @@ func columnSet(name string, vals []string) string {
 // only when its execution is known, so the holders are read only then, and
 // only when the lock did not read them (states).
 func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	states map[audit.EventKey]lockedState) (known map[string]bool, held map[string]string, err error) {
+	states map[audit.EventKey]entryState) (known map[string]bool, held map[string]string, err error) {
 	seen := map[string]bool{}
 	var asked, unlearned []*claimJob
 	for _, j := range jobs {

@@ -167,10 +167,10 @@ func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob
 		row := claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID}
 		st, ok := held.states[k]
 		switch {
-		case !held.mine[k]:
+		case !ok:
 			row.Step = "insert"
-		case !ok || st.ItemCount > 0:
-			continue // items (or no state to route by): one by one
+		case st.ItemCount > 0:
+			continue // items: one by one
 		case st.Status == audit.StatusFailed:
 			row.Step = "reclaim"
 		default:
@@ -193,8 +193,7 @@ func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob
 	}
 	for _, e := range returned {
 		k := audit.EventKey{Source: e.Source, EventID: e.EventID}
-		held.mine[k] = true
-		held.states[k] = lockedState{Status: e.Status, Holder: e.Holder, ItemCount: e.ItemCount}
+		held.states[k] = e.entryState
 		switch e.Step {
 		case "insert":
 			e.decision = audit.DecisionClaimed
@@ -390,7 +389,9 @@ type (
 		WorkflowID  string `json:"workflow_id"`
 		DeliveryID  string `json:"delivery_id"`
 	}
-	claimHistoryRow struct {
+	// historyRow is a history line of a batch, for claims, outcomes and
+	// errors alike: each statement reads the fields its lines have.
+	historyRow struct {
 		Source       string `json:"source"`
 		EventID      string `json:"event_id"`
 		ExecutionID  string `json:"execution_id"`
@@ -402,6 +403,9 @@ type (
 		Class        string `json:"class"`
 		Status       string `json:"status"`
 		Message      string `json:"message"`
+		CRMRef       string `json:"crm_ref"`
+		DedupeKey    string `json:"dedupe_key"` // an error's, until its id is known
+		ErrorID      int64  `json:"error_id"`
 	}
 	counterRow struct {
 		Source     string `json:"source"`
@@ -436,7 +440,7 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 	var (
 		acted      []actedRow
 		deliveries []deliveryRow
-		history    []claimHistoryRow
+		history    []historyRow
 		counters   []counterRow
 	)
 	counterAt := map[[3]string]int{}
@@ -448,7 +452,7 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		}
 		deliveries = append(deliveries, deliveryRow{Source: r.Source, EventID: r.EventID, New: isNew,
 			Fingerprint: r.Fingerprint, WorkflowID: r.WorkflowID, DeliveryID: r.DeliveryID})
-		history = append(history, claimHistoryRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
+		history = append(history, historyRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
 			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
 			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
 			Message: claimMessage(res, []string{r.ExecutionID}, res.LineageNote)})

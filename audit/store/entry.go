@@ -20,9 +20,9 @@ type entryArgs struct {
 
 // entryState is a ledger entry as a statement returned it.
 type entryState struct {
-	Status    audit.Status `db:"status"`
-	Holder    string       `db:"holder_execution_id"`
-	ItemCount int          `db:"item_count"`
+	Status    audit.Status `db:"status" json:"status"`
+	Holder    string       `db:"holder_execution_id" json:"holder_execution_id"`
+	ItemCount int          `db:"item_count" json:"item_count"`
 	decision  audit.Decision
 }
 

@@ -187,7 +187,7 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 			HTTPCode: r.HTTPCode, URL: r.URL, Payload: r.Payload, Truncated: r.Truncated, Note: r.Note,
 			Source: es[0].Source, EventID: es[0].EventID})
 		for _, e := range es {
-			w.history = append(w.history, errorHistoryRow{DedupeKey: r.DedupeKey, Source: e.Source, EventID: e.EventID,
+			w.history = append(w.history, historyRow{DedupeKey: r.DedupeKey, Source: e.Source, EventID: e.EventID,
 				ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node,
 				Decision: r.Kind, Message: audit.Truncate(r.Message, 500)})
 			if e.Status == audit.StatusProcessing {
@@ -210,7 +210,7 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 	}
 	// What the errors recorded now leave, the history and the review for
 	// the statements that did not write them with the errors (SQLite).
-	w.history = slices.DeleteFunc(w.history, func(h errorHistoryRow) bool { return ids[h.DedupeKey] == 0 })
+	w.history = slices.DeleteFunc(w.history, func(h historyRow) bool { return ids[h.DedupeKey] == 0 })
 	for i := range w.history {
 		w.history[i].ErrorID = ids[w.history[i].DedupeKey]
 	}
@@ -327,18 +327,6 @@ type (
 		Source       string `json:"source"`
 		EventID      string `json:"event_id"`
 	}
-	errorHistoryRow struct {
-		DedupeKey    string `json:"dedupe_key"`
-		Source       string `json:"source"`
-		EventID      string `json:"event_id"`
-		ExecutionID  string `json:"execution_id"`
-		WorkflowID   string `json:"workflow_id"`
-		WorkflowName string `json:"workflow_name"`
-		Node         string `json:"node"`
-		Decision     string `json:"decision"`
-		Message      string `json:"message"`
-		ErrorID      int64  `json:"error_id"`
-	}
 	reviewRow struct {
 		DedupeKey string `json:"dedupe_key"`
 		Source    string `json:"source"`
@@ -350,7 +338,7 @@ type (
 // errorWrites are the rows of a round's payloads recorded.
 type errorWrites struct {
 	errors   []errorRow
-	history  []errorHistoryRow
+	history  []historyRow
 	reviews  []reviewRow
 	outbox   []outboxRow
 	counters []counterRow

@@ -105,9 +105,9 @@ func (s *Store) Statements() map[string]string {
 // (holder none) and none other, and commits. It returns the events whose
 // claim the round would decide; the rest go one by one.
 func (s *Store) CaptureAs(ctx context.Context, reqs []audit.ClaimRequest, was map[audit.EventKey]audit.Status) ([]audit.EventKey, error) {
-	held := lockedEntries{mine: map[audit.EventKey]bool{}, states: map[audit.EventKey]lockedState{}}
+	held := lockedEntries{states: map[audit.EventKey]entryState{}}
 	for k, st := range was {
-		held.mine[k], held.states[k] = true, lockedState{Status: st}
+		held.states[k] = entryState{Status: st}
 	}
 	jobs := make([]*claimJob, len(reqs))
 	for i, r := range reqs {

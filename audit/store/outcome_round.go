@@ -114,7 +114,7 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 		j.res = res
 		w.executions = append(w.executions, seenRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID})
 		w.reporters = append(w.reporters, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
-		w.history = append(w.history, outcomeHistoryRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
+		w.history = append(w.history, historyRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
 			Decision: string(r.Outcome), Status: string(f.Status), Message: res.Message, CRMRef: r.CRMRef})
 		// Counted under the workflow the service knows the reporter by,
 		// once this report is recorded.
@@ -158,27 +158,17 @@ type finishArgs struct {
 	Now     any    `db:"now"`
 }
 
-type (
-	seenRow struct {
-		ID         string `json:"id"`
-		WorkflowID string `json:"workflow_id"`
-	}
-	outcomeHistoryRow struct {
-		Source      string `json:"source"`
-		EventID     string `json:"event_id"`
-		ExecutionID string `json:"execution_id"`
-		Decision    string `json:"decision"`
-		Status      string `json:"status"`
-		Message     string `json:"message"`
-		CRMRef      string `json:"crm_ref"`
-	}
-)
+// seenRow is an execution a round of outcomes saw.
+type seenRow struct {
+	ID         string `json:"id"`
+	WorkflowID string `json:"workflow_id"`
+}
 
 // outcomeWrites are the rows a round of finished reports writes.
 type outcomeWrites struct {
 	executions []seenRow
 	reporters  []actedRow
-	history    []outcomeHistoryRow
+	history    []historyRow
 	counters   []counterRow
 }
 

@@ -40,28 +40,14 @@ WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(C
 SELECT execution_id, n8n_id, incarnation, workflow_id, retry_of, mode, n8n_status, first_seen_at, last_seen_at,
   started_at, ended_at, checked_at FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
 
+-- PostgreSQL: empty: EventBatchLock reads the executions with the lock.
 -- name: ExecutionBatchReadKnown
-WITH v AS (SELECT j->>'id' AS id FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:executions AS jsonb)))) AS j)
-SELECT n8n_id FROM executions WHERE n8n_id IN (SELECT id FROM v) AND superseded_at IS NULL
-  AND (retry_of <> '' OR mode <> '')
 
+-- PostgreSQL: empty: EventBatchLock reads the holders with the lock.
 -- name: EventBatchReadHolders
-WITH k AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
-)
-SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS w
-  ON w.source = k.source AND w.event_id = k.event_id
-  WHERE w.item_count = 0 AND w.status = 'processing' AND w.holder_execution_id <> ''
 
+-- PostgreSQL: empty: EventBatchLock reads the holders with the lock.
 -- name: EventBatchReadReportHolders
-WITH k AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
-)
-SELECT w.source, w.event_id, w.holder_execution_id FROM k JOIN webhook_events AS w
-  ON w.source = k.source AND w.event_id = k.event_id
-  WHERE w.item_count = 0 AND w.status IN ('processing', 'failed') AND w.holder_execution_id <> ''
 
 -- The capture of a round's entries, in one statement. Each claim of :claims
 -- (source, event_id, execution_id, step) names the step the batch expects,
