@@ -23,7 +23,7 @@ import (
 
 // Batching sets the group commit up; zero values take the defaults.
 type Batching struct {
-	Off      bool          // run every request in its own transaction
+	Off      bool          // run every request in its own transaction: a batch of one
 	MaxBatch int           // requests per transaction (default 128)
 	Queue    int           // requests that may wait (default 4096): past it, 503 at once
 	Wait     time.Duration // the longest a request waits to start (DefaultQueueWait): past it, 503

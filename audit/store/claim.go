@@ -12,7 +12,8 @@ import (
 )
 
 // Claim registers an execution's wish to act on an event and decides, in one
-// transaction, whether it may. Each entry is captured by one atomic statement
+// transaction, whether it may: in a batch (claimBatch), of one when batching
+// is off, so that every claim is decided by the same code. Each entry is captured by one atomic statement
 // (an insert guarded by the unique key, or a conditional update from failed,
 // or from processing when the caller already holds it); nothing is read
 // first and then written.
@@ -20,26 +21,7 @@ func (s *Store) Claim(ctx context.Context, req audit.ClaimRequest) (audit.ClaimR
 	if err := req.Validate(); err != nil {
 		return audit.ClaimResult{}, err
 	}
-	req = req.Stored(s.redact)
-	if s.claims != nil {
-		return s.claims.do(ctx, s.claimInput(ctx, req))
-	}
-	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: req.Items,
-		ExecutionID: req.ExecutionID, ClaimedRetryOf: req.RetryOf})
-	var res audit.ClaimResult
-	var alerted bool
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		c := &claimer{s: s, tx: tx, req: req, now: s.now(), lin: lin}
-		var err error
-		res, err = c.run(ctx)
-		alerted = c.alerted
-		return err
-	})
-	if err != nil {
-		return audit.ClaimResult{}, err
-	}
-	s.afterClaim(res, alerted)()
-	return res, nil
+	return s.claims.do(ctx, s.claimInput(ctx, req.Stored(s.redact)))
 }
 
 // claimer carries one claim's transaction through its steps.

@@ -19,25 +19,11 @@ const unlinkedGrace = 30 * time.Second
 // RecordError stores an error report once per execution (or per identical
 // payload), records the execution's lineage, links the error to the event
 // its execution (or the execution it retries) touched, and writes the alert,
-// all in one transaction (shared with concurrent reports when batching is
-// on: errorBatch). A linked error leaves the entry processing (the
+// all in one transaction: a batch (errorBatch), shared with concurrent
+// reports, or of one when batching is off. A linked error leaves the entry processing (the
 // outcome is unknown) and marks it for review.
 func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
-	in := s.errorInput(ctx, r)
-	if s.errors != nil {
-		return s.errors.do(ctx, in)
-	}
-	var res audit.N8NErrorResult
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		res, err = s.recordReport(ctx, tx, in.rep, in.self, s.now())
-		return err
-	})
-	if err != nil {
-		return audit.N8NErrorResult{}, err
-	}
-	s.afterError(res)()
-	return res, nil
+	return s.errors.do(ctx, s.errorInput(ctx, r))
 }
 
 // errorInput is a report as stored, with what n8n's API said of its

@@ -64,8 +64,10 @@ import (
 //
 // Every step runs on two stores of the same database: one with group commit
 // (bursts of claims, and bursts of outcome reports, go through it as one
-// batch) and one deciding each claim and report in a transaction of its
-// own. Their answers and stored entries must be the same.
+// batch) and one deciding each claim and report as a batch of one, in a
+// transaction of its own (Batching.Off). Both decide by the same code; what
+// differs is the batch's size and what else is in it. Their answers and
+// stored entries must be the same.
 //
 // The invariants, after every step and for every event:
 //
@@ -163,7 +165,8 @@ const (
 )
 
 // modelStore is one store shared by every schedule, and beside it, on a
-// database of its own, the same store deciding one claim at a time; each
+// database of its own, the same store deciding one claim at a time (a
+// batch of one); each
 // schedule has its own source and execution ids. On PostgreSQL, sibling is
 // a second store on the group-commit store's database (two instances of
 // the service), used by the races.
@@ -580,7 +583,7 @@ func (w *world) mayMove(x *execution, d audit.EventDetail) bool {
 }
 
 // burst is several executions presenting events at once, decided as one
-// batch by the group commit and one by one by the other store. One of them
+// batch by the group commit and as batches of one by the other store. One of them
 // may be an execution id of the burst sent from another workflow (10).
 func (w *world) burst() {
 	n := rapid.IntRange(2, 5).Draw(w.t, "burst")
@@ -645,7 +648,7 @@ func (w *world) same(what string, a, b any, errA, errB error) {
 		wa, wb = noRetryNote.ReplaceAllString(wa, ""), noRetryNote.ReplaceAllString(wb, "")
 	}
 	if wa != wb || fmt.Sprint(errA) != fmt.Sprint(errB) {
-		w.t.Fatalf("%s: group commit answered %+v (%v), one by one %+v (%v)", what, a, errA, b, errB)
+		w.t.Fatalf("%s: group commit answered %+v (%v), batches of one %+v (%v)", what, a, errA, b, errB)
 	}
 }
 
@@ -669,7 +672,7 @@ func (w *world) send(x *execution, req audit.OutcomeRequest) {
 
 // reportBurst is several executions reporting at once (an execution and
 // its Retry, strays, resends), decided as one batch by the group commit and
-// one by one, in the same order, by the other store.
+// as batches of one, in the same order, by the other store.
 func (w *world) reportBurst() {
 	n := rapid.IntRange(2, 4).Draw(w.t, "reports")
 	var xs []*execution
@@ -686,7 +689,7 @@ func (w *world) reportBurst() {
 	}
 	got, errs := w.m.store.ReportTogether(w.ctx, reqs)
 	for i, req := range reqs {
-		// The batch decided in arrival order: what the one-by-one store
+		// The batch decided in arrival order: what the batch-of-one store
 		// holds before report i is what report i met.
 		before, _ := w.stored(w.m.ref, req.EventID)
 		ref, rerr := w.m.ref.ReportOutcome(w.ctx, req)
@@ -895,15 +898,15 @@ func eventAlerts(d audit.EventDetail) int {
 func sameEntry(a, b audit.EventDetail) bool { return entryLine(a) == entryLine(b) }
 
 // modelComparesResetReasons: when false, the two stores may give different
-// words about a reused execution id. The one-by-one store asks n8n's API
-// about every claim and keeps the execution's start time; the group commit
-// does not ask about a plain claim, so after a restore it says "after the
-// service first saw that id" where the other says "the one the service
-// knows started at" (the same decision, the same new execution, for
-// another reason), and answers a reused id's redelivery without the note
-// "n8n: execution 31 has mode "webhook", it is no retry" that the other
-// gives. Set it to true to hold the stores to the same words (the model
-// finds both at once with the API and restores).
+// words about a reused execution id, for the same decision. A plain claim
+// is queued without asking n8n's API; a batch sends it again with its
+// lineage learned when an earlier claim of its event in the same batch
+// changed the holder, and a batch of one never does. So after a restore
+// the larger batch may say "the one the service knows started at" where
+// the batch of one says "after the service first saw that id", and add
+// the note "n8n: execution 31 has mode "webhook", it is no retry" that the
+// other leaves out. Set it to true to hold the stores to the same words
+// (the model finds both at once with the API and restores).
 const modelComparesResetReasons = false
 
 var noRetryNote = regexp.MustCompile(`n8n: execution \S+ has mode "webhook", it is no retry`)
@@ -1000,7 +1003,7 @@ func (w *world) checkEntry(ev string, e *entry) {
 	d, exists := w.stored(w.m.store, ev)
 	r, rexists := w.stored(w.m.ref, ev)
 	if exists != rexists || exists && !sameEntry(d, r) {
-		w.t.Fatalf("the stores differ on %s:\ngroup commit %s\none by one   %s", ev, entryLine(d), entryLine(r))
+		w.t.Fatalf("the stores differ on %s:\ngroup commit  %s\nbatches of one %s", ev, entryLine(d), entryLine(r))
 	}
 	if !exists {
 		if e.status != "" {

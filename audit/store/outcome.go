@@ -63,31 +63,12 @@ func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (au
 	if err := req.Validate(); err != nil {
 		return audit.OutcomeResult{}, err
 	}
-	if s.outcomes != nil && req.Item == "" {
+	if req.Item == "" {
 		return s.outcomes.do(ctx, outcomeInput{req: req}) // the batch finds out whether lineage matters
 	}
-	var items []string
-	if req.Item != "" {
-		items = []string{req.Item}
-	}
-	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: items,
+	lin := s.learnLineage(ctx, lineageKey{Source: req.Source, EventID: req.EventID, Items: []string{req.Item},
 		ExecutionID: req.ExecutionID, Failed: true})
-	if s.outcomes != nil {
-		return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin, learned: true})
-	}
-	var res audit.OutcomeResult
-	var refused error
-	var alerted bool
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		res, refused, alerted, err = s.reportOutcome(ctx, tx, req, lin, s.now())
-		return err
-	})
-	if err != nil {
-		return audit.OutcomeResult{}, err
-	}
-	s.afterOutcome(req, res, refused, alerted)()
-	return res, refused // a refusal is committed: the evidence stays
+	return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin, learned: true})
 }
 
 // reportOutcome runs one report in tx. A refusal is returned apart from err,

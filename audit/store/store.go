@@ -114,7 +114,8 @@ type Store struct {
 	// one writer anyway: waiting here respects the request's deadline,
 	// waiting in SQLite's busy handler sleeps.
 	writer chan struct{}
-	// claims commits concurrent claims together; nil when batching is off.
+	// claims commits concurrent claims together (one at a time when
+	// batching is off); nil only while Open runs.
 	claims   *batcher[claimInput, audit.ClaimResult]
 	outcomes *batcher[outcomeInput, audit.OutcomeResult]
 	errors   *batcher[errorInput, audit.N8NErrorResult]
@@ -178,23 +179,28 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.watch(s.metrics, cmp.Or(opts.GaugeInterval, 15*time.Second))
-	s.startBatching(opts.Batching)
+	s.startBatching(opts.Batching, cmp.Or(opts.MaxConns, 20))
 	return s, nil
 }
 
 // startBatching starts the group commit of claims, outcomes and error
-// reports, unless it is off.
-func (s *Store) startBatching(b Batching) {
+// reports. Off, every request is a batch of one, decided by the same code
+// as in a batch; as many run at once as half the pool serves (conns).
+func (s *Store) startBatching(b Batching, conns int) {
 	if b.Off {
-		return
+		b.MaxBatch = 1
 	}
 	b.MaxBatch = cmp.Or(b.MaxBatch, 128)
 	b.Queue = cmp.Or(b.Queue, 4096)
 	b.Wait = cmp.Or(b.Wait, DefaultQueueWait)
 	if b.Workers <= 0 {
-		b.Workers = 2
-		if s.writer != nil {
+		switch {
+		case s.writer != nil:
 			b.Workers = 1 // SQLite has one writer
+		case b.Off:
+			b.Workers = max(2, conns/2)
+		default:
+			b.Workers = 2
 		}
 	}
 	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
@@ -210,7 +216,7 @@ func (s *Store) startBatching(b Batching) {
 // Close closes the database and releases the SQLite lock.
 func (s *Store) Close() error {
 	s.close()
-	if s.claims != nil {
+	if s.claims != nil { // nil when Open failed before batching started
 		s.claims.stop()
 		s.outcomes.stop()
 		s.errors.stop()
