@@ -11,13 +11,14 @@ import (
 var sharedQueries string
 
 // loadQueries fills the statements from shared.sql and the driver's own
-// file. A name defined twice, a field with no statement or a statement with
-// no field is an error.
+// file, each fragment put in where a statement names it. A name defined
+// twice, a field with no statement, a statement with no field, a fragment
+// no statement uses or one used but not defined is an error.
 func loadQueries(own string) (queries, error) {
 	var q queries
-	found := map[string]string{}
+	found, frags := map[string]string{}, map[string]string{}
 	for _, f := range []struct{ name, text string }{{"shared.sql", sharedQueries}, {"the driver's queries.sql", own}} {
-		stmts, err := parseQueries(f.text)
+		stmts, fs, err := parseQueries(f.text)
 		if err != nil {
 			return q, fmt.Errorf("audit: %s: %w", f.name, err)
 		}
@@ -27,6 +28,15 @@ func loadQueries(own string) (queries, error) {
 			}
 			found[name] = text
 		}
+		for name, text := range fs {
+			if _, dup := frags[name]; dup {
+				return q, fmt.Errorf("audit: fragment %s is defined twice (%s)", name, f.name)
+			}
+			frags[name] = text
+		}
+	}
+	if err := putFragments(found, frags); err != nil {
+		return q, err
 	}
 	v := reflect.ValueOf(&q).Elem()
 	for i := 0; i < v.NumField(); i++ {
@@ -44,12 +54,47 @@ func loadQueries(own string) (queries, error) {
 	return q, nil
 }
 
-// parseQueries splits a .sql file at its "-- name: Name" lines. Comment
-// lines before a name line document the statement that follows; a
-// statement may be empty (the driver has nothing to run there).
-func parseQueries(text string) (map[string]string, error) {
-	out := map[string]string{}
+// putFragments replaces each "{{name}}" in the statements with the fragment
+// of that name: a piece several statements share (the merge of an
+// execution row, the counters' CTE), written once.
+func putFragments(stmts, frags map[string]string) error {
+	used := map[string]bool{}
+	for name, text := range stmts {
+		for {
+			start := strings.Index(text, "{{")
+			if start < 0 {
+				break
+			}
+			end := strings.Index(text[start:], "}}")
+			if end < 0 {
+				return fmt.Errorf("audit: statement %s: an unclosed {{", name)
+			}
+			frag := text[start+2 : start+end]
+			body, ok := frags[frag]
+			if !ok {
+				return fmt.Errorf("audit: statement %s uses fragment %q, which is not defined", name, frag)
+			}
+			used[frag] = true
+			text = text[:start] + body + text[start+end+2:]
+		}
+		stmts[name] = text
+	}
+	for name := range frags {
+		if !used[name] {
+			return fmt.Errorf("audit: fragment %s is used by no statement", name)
+		}
+	}
+	return nil
+}
+
+// parseQueries splits a .sql file at its "-- name: Name" lines, and its
+// fragments at "-- fragment: name" lines. Comment lines before a name line
+// document the statement that follows; a statement may be empty (the
+// driver has nothing to run there).
+func parseQueries(text string) (stmts, frags map[string]string, err error) {
+	stmts, frags = map[string]string{}, map[string]string{}
 	var name string
+	var into map[string]string
 	var body []string
 	flush := func() {
 		if name == "" {
@@ -58,14 +103,19 @@ func parseQueries(text string) (map[string]string, error) {
 		for len(body) > 0 && (strings.TrimSpace(body[len(body)-1]) == "" || strings.HasPrefix(body[len(body)-1], "--")) {
 			body = body[:len(body)-1]
 		}
-		out[name] = strings.Join(body, "\n")
+		into[name] = strings.Join(body, "\n")
 	}
 	for _, line := range strings.Split(text, "\n") {
-		if n, ok := strings.CutPrefix(line, "-- name: "); ok {
+		n, isStmt := strings.CutPrefix(line, "-- name: ")
+		f, isFrag := strings.CutPrefix(line, "-- fragment: ")
+		if isStmt || isFrag {
 			flush()
-			name, body = strings.TrimSpace(n), nil
-			if _, dup := out[name]; dup || name == "" {
-				return nil, fmt.Errorf("statement %q is named twice or not at all", name)
+			name, body, into = strings.TrimSpace(n), nil, stmts
+			if isFrag {
+				name, into = strings.TrimSpace(f), frags
+			}
+			if _, dup := into[name]; dup || name == "" {
+				return nil, nil, fmt.Errorf("statement or fragment %q is named twice or not at all", name)
 			}
 			continue
 		}
@@ -74,5 +124,5 @@ func parseQueries(text string) (map[string]string, error) {
 		}
 	}
 	flush()
-	return out, nil
+	return stmts, frags, nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -23,6 +24,10 @@ func TestABrokenCatalogueStopsOpen(t *testing.T) {
 		"a statement no field names":    own + "\n-- name: NoSuchStatement\nSELECT 1\n",
 		"a field with no statement":     strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutboxRenamed\n", 1),
 		"a statement shared and driven": own + "\n-- name: ReadEvent\nSELECT 1\n",
+		"a fragment no statement uses":  own + "\n-- fragment: unused\nSELECT 1\n",
+		"a fragment not defined":        strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutbox\n{{nosuch}}\n", 1),
+		"a fragment defined twice":      own + "\n-- fragment: counters\nSELECT 1\n",
+		"a fragment left open":          strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutbox\n{{counters\n", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := loadQueries(text); err == nil {
@@ -33,7 +38,7 @@ func TestABrokenCatalogueStopsOpen(t *testing.T) {
 }
 
 func TestParseQueriesKeepsDocCommentsOut(t *testing.T) {
-	got, err := parseQueries("-- header\n\n-- name: A\nSELECT 1\n  FROM x\n\n-- the doc of B\n-- name: B\n\n-- name: C\nSELECT 3 -- trailing\n")
+	got, _, err := parseQueries("-- header\n\n-- name: A\nSELECT 1\n  FROM x\n\n-- the doc of B\n-- name: B\n\n-- name: C\nSELECT 3 -- trailing\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,5 +50,35 @@ func TestParseQueriesKeepsDocCommentsOut(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %d statements, want %d", len(got), len(want))
+	}
+}
+
+// TestFragmentsArePutIn: a statement that names a fragment holds its text,
+// and no statement keeps a "{{".
+func TestFragmentsArePutIn(t *testing.T) {
+	for driver, own := range map[string]string{"postgres": postgres.Driver{}.Queries(), "sqlite": sqlite.Driver{}.Queries()} {
+		q, err := loadQueries(own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(q.UpsertExecution, "lineage_note = CASE WHEN excluded.lineage_note") {
+			t.Errorf("%s: UpsertExecution lacks the execution_merge fragment:\n%s", driver, q.UpsertExecution)
+		}
+		v := reflect.ValueOf(q)
+		for i := 0; i < v.NumField(); i++ {
+			if text := v.Field(i).String(); strings.Contains(text, "{{") {
+				t.Errorf("%s: %s keeps a fragment's name:\n%s", driver, v.Type().Field(i).Name, text)
+			}
+		}
+	}
+	q, err := loadQueries(postgres.Driver{}.Queries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"ClaimBatchWrite": q.ClaimBatchWrite, "OutcomeBatchWrite": q.OutcomeBatchWrite,
+		"ErrorBatchWrite": q.ErrorBatchWrite} {
+		if !strings.Contains(text, "), counters AS (\n  INSERT INTO stats_hourly") {
+			t.Errorf("postgres: %s lacks the counters fragment:\n%s", name, text)
+		}
 	}
 }

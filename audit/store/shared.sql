@@ -3,6 +3,20 @@
 --
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
+-- A piece several statements share follows a line "-- fragment: name", in
+-- any of the files, and "{{name}}" in a statement stands for it.
+
+-- An execution seen again takes what it says now, where it says anything
+-- (UpsertExecution, and the batches' upserts: EventBatchCapture,
+-- ExecutionBatchUpsert).
+-- fragment: execution_merge
+  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
+  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
+  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
+  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
+  ELSE executions.claimed_retry_of END,
+  last_seen_at = excluded.last_seen_at
 
 -- name: ReadEventState
 SELECT status, updated_at, deliveries, crm_ref
@@ -537,13 +551,8 @@ INSERT INTO executions (execution_id, n8n_id, incarnation, workflow_id, workflow
   VALUES (:id, :raw_id, :incarnation, :workflow_id, :workflow_name, :mode, :retry_of, :claimed_retry_of, :root, :url,
   :note, :now, :now, :started_at, :checked_at, :ended_at, :status, :hook)
   ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
+{{execution_merge}},
   n8n_url = CASE WHEN excluded.n8n_url <> '' THEN excluded.n8n_url ELSE executions.n8n_url END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
   root_execution_id = CASE WHEN executions.retry_of <> '' THEN executions.root_execution_id
   WHEN excluded.root_execution_id <> excluded.execution_id THEN excluded.root_execution_id
   ELSE executions.root_execution_id END,
@@ -552,8 +561,7 @@ INSERT INTO executions (execution_id, n8n_id, incarnation, workflow_id, workflow
   checked_at = COALESCE(excluded.checked_at, executions.checked_at),
   ended_at = COALESCE(executions.ended_at, excluded.ended_at),
   n8n_status = CASE WHEN excluded.n8n_status <> '' THEN excluded.n8n_status ELSE executions.n8n_status END,
-  hook_reports = executions.hook_reports + excluded.hook_reports,
-  last_seen_at = excluded.last_seen_at
+  hook_reports = executions.hook_reports + excluded.hook_reports
   RETURNING retry_of
 
 -- name: ReadCurrentExecution

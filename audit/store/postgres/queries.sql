@@ -5,6 +5,19 @@
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
 
+-- The counters a batch adds up (:counters, a row set of source,
+-- workflow_id, metric, n) into the hour's shard, as a CTE of the batch's
+-- write (ClaimBatchWrite, OutcomeBatchWrite, ErrorBatchWrite).
+-- fragment: counters
+counters AS (
+  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
+  SELECT CAST(:hour AS timestamptz), j->>'source', j->>'workflow_id', j->>'metric', CAST(:shard AS integer),
+  CAST(j->>'n' AS integer)
+  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
+  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
+  RETURNING 1
+)
+
 -- name: LeaseOutbox
 WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
   WHERE (o.state = 'pending' OR (o.state = 'sending' AND o.lease_until < :now)) AND o.due_at <= :now
@@ -108,13 +121,7 @@ WITH r AS (
   AND c.status <> 'failed')
   ORDER BY e.id
   ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
-  last_seen_at = excluded.last_seen_at
+{{execution_merge}}
   RETURNING 1
 )
 SELECT source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id, last_delivery_id,
@@ -207,9 +214,6 @@ WITH execution_rows AS (
   j->>'decision' AS decision, j->>'delivery' AS delivery, j->>'class' AS class, j->>'status' AS status,
   j->>'message' AS message
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
-), counter_rows AS (
-  SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
 ), presented AS (
   INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
   class, first_seen_at)
@@ -240,13 +244,7 @@ WITH execution_rows AS (
   r.workflow_name, r.node, r.decision, r.delivery, r.class, r.status, '', r.message, ''
   FROM history_rows AS r
   RETURNING 1
-), counters AS (
-  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
-  FROM counter_rows AS r
-  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
-  RETURNING 1
-)
+), {{counters}}
 SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
   AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
   AND execution_id <> '' AND execution_id IN (SELECT id FROM execution_rows)
@@ -304,9 +302,6 @@ WITH execution_rows AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
   j->>'decision' AS decision, j->>'status' AS status, j->>'message' AS message, j->>'crm_ref' AS crm_ref
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
-), counter_rows AS (
-  SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
 ), executions_seen AS (
   UPDATE executions AS x SET workflow_id = CASE WHEN r.workflow_id <> '' THEN r.workflow_id ELSE x.workflow_id END,
   last_seen_at = CAST(:now AS timestamptz)
@@ -324,13 +319,7 @@ WITH execution_rows AS (
   '', '', r.status, '', r.message, r.crm_ref, NULL
   FROM history_rows AS r
   RETURNING 1
-), counters AS (
-  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
-  FROM counter_rows AS r
-  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
-  RETURNING 1
-)
+), {{counters}}
 SELECT 1
 
 -- PostgreSQL: empty: OutcomeBatchWrite writes the executions seen with the rest.
@@ -428,9 +417,6 @@ WITH outbox_rows AS (
   CAST(j->>'error_id' AS bigint) AS error_id, j->>'payload' AS payload, j->>'state' AS state,
   j->>'last_error' AS last_error, j->>'alert_kind' AS alert_kind
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:outbox AS jsonb)))) AS j
-), counter_rows AS (
-  SELECT j->>'source' AS source, j->>'workflow_id' AS workflow_id, j->>'metric' AS metric, CAST(j->>'n' AS integer) AS n
-  FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:counters AS jsonb)))) AS j
 ), outbox AS (
   INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state, last_error,
   alert_kind)
@@ -438,13 +424,7 @@ WITH outbox_rows AS (
   r.payload, r.state, r.last_error, r.alert_kind
   FROM outbox_rows AS r
   RETURNING 1
-), counters AS (
-  INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
-  SELECT CAST(:hour AS timestamptz), r.source, r.workflow_id, r.metric, CAST(:shard AS integer), r.n
-  FROM counter_rows AS r
-  ON CONFLICT (hour, source, workflow_id, metric, shard) DO UPDATE SET n = stats_hourly.n + excluded.n
-  RETURNING 1
-)
+), {{counters}}
 SELECT 1
 
 -- PostgreSQL: empty: ErrorBatchInsert writes the history with the errors.

@@ -4,6 +4,16 @@
 -- Each statement follows a line "-- name: Name"; the store's queries struct
 -- has a field of that name. Placeholders are ? (rebound by sqlx) or :name.
 
+-- A round's claims (:claims, a row set of source, event_id, execution_id)
+-- as the CTE v of the capture's steps (EventBatchInsert, EventBatchReclaim,
+-- EventBatchTouch).
+-- fragment: claim_rows
+WITH v AS (
+  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
+  j.value->>'$.execution_id' AS v_execution_id
+  FROM json_each(:claims) AS j
+)
+
 -- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
 -- name: LeaseOutbox
 WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
@@ -69,11 +79,7 @@ SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source
 -- presented stays NULL, and EventExecutionBatchPresent learns it by
 -- recording the deliveries.
 -- name: EventBatchInsert
-WITH v AS (
-  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
-  j.value->>'$.execution_id' AS v_execution_id
-  FROM json_each(:claims) AS j
-)
+{{claim_rows}}
 INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
   SELECT v_source, v_event_id, 'processing', v_execution_id, :now, :now, :now
   FROM v WHERE true ORDER BY v_source, v_event_id
@@ -83,11 +89,7 @@ INSERT INTO webhook_events (source, event_id, status, holder_execution_id, creat
 
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: EventBatchReclaim
-WITH v AS (
-  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
-  j.value->>'$.execution_id' AS v_execution_id
-  FROM json_each(:claims) AS j
-)
+{{claim_rows}}
 UPDATE webhook_events SET status = 'processing', holder_execution_id = v_execution_id, updated_at = :now,
   last_seen_at = :now, review_reason = ''
   FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed'
@@ -95,11 +97,7 @@ UPDATE webhook_events SET status = 'processing', holder_execution_id = v_executi
   last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
 -- name: EventBatchTouch
-WITH v AS (
-  SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
-  j.value->>'$.execution_id' AS v_execution_id
-  FROM json_each(:claims) AS j
-)
+{{claim_rows}}
 UPDATE webhook_events SET last_seen_at = :now
   FROM v WHERE source = v_source AND event_id = v_event_id
   RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
@@ -162,13 +160,7 @@ WITH r AS (SELECT j.value->>'$.id' AS id, j.value->>'$.workflow_id' AS workflow_
   SELECT id, id, workflow_id, workflow_name, mode, '', claimed_retry_of, id, '', note, :now, :now
   FROM r WHERE true ORDER BY id
   ON CONFLICT (execution_id) DO UPDATE SET
-  workflow_id = CASE WHEN excluded.workflow_id <> '' THEN excluded.workflow_id ELSE executions.workflow_id END,
-  workflow_name = CASE WHEN excluded.workflow_name <> '' THEN excluded.workflow_name ELSE executions.workflow_name END,
-  mode = CASE WHEN excluded.mode <> '' THEN excluded.mode ELSE executions.mode END,
-  lineage_note = CASE WHEN excluded.lineage_note <> '' THEN excluded.lineage_note ELSE executions.lineage_note END,
-  claimed_retry_of = CASE WHEN excluded.claimed_retry_of <> '' THEN excluded.claimed_retry_of
-  ELSE executions.claimed_retry_of END,
-  last_seen_at = excluded.last_seen_at
+{{execution_merge}}
 
 -- SQLite: each row set is one JSON array of objects, read by name.
 -- name: EventExecutionBatchMarkActed
