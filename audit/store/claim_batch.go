@@ -340,27 +340,44 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 // claimAlone runs one claim by the one-by-one path, in a savepoint: a claim
 // refused for what it asks writes nothing, and its neighbours go on.
 func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now time.Time) error {
-	if _, err := s.exec(ctx, tx, "claim", s.q.ClaimSavepoint); err != nil {
-		return err
-	}
 	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
-	res, err := c.run(ctx)
-	if err != nil {
-		switch {
-		case errors.Is(err, errAskN8N):
-			j.again = true // its caller asks n8n, then it comes again
-		case refusal(err):
-			j.err = err
-		default:
-			return err
-		}
-		_, err = s.exec(ctx, tx, "claim", s.q.ClaimRollback)
+	var res audit.ClaimResult
+	answer, err := s.alone(ctx, tx, "claim", func() error {
+		var err error
+		res, err = c.run(ctx)
 		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case errors.Is(answer, errAskN8N):
+		j.again = true // its caller asks n8n, then it comes again
+	case answer != nil:
+		j.err = answer
+	default:
+		j.res, j.after = res, s.afterClaim(res, c.alerted)
 	}
-	j.res = res
-	j.after = s.afterClaim(res, c.alerted)
-	_, err = s.exec(ctx, tx, "claim", s.q.ClaimRelease)
-	return err
+	return nil
+}
+
+// alone runs fn, one request's work inside a batch, in a savepoint of tx.
+// What fn wrote stays when it returns nil. When it returns an error that
+// answers only its request (a refusal, or errAskN8N: its caller asks n8n
+// and sends it again), what it wrote is rolled back and the error comes
+// back as the answer; any other error fails the batch.
+func (s *Store) alone(ctx context.Context, tx *sqlx.Tx, op string, fn func() error) (answer, err error) {
+	if _, err := s.exec(ctx, tx, op, s.q.Savepoint); err != nil {
+		return nil, err
+	}
+	if answer = fn(); answer != nil {
+		if !refusal(answer) && !errors.Is(answer, errAskN8N) {
+			return nil, answer
+		}
+		_, err = s.exec(ctx, tx, op, s.q.SavepointRollback)
+		return answer, err
+	}
+	_, err = s.exec(ctx, tx, op, s.q.SavepointRelease)
+	return nil, err
 }
 
 // refusal reports an error that answers one request (it asked for something

@@ -57,22 +57,21 @@ func (s *Store) errorBatch(ctx context.Context, tx *sqlx.Tx, jobs []*errorJob, n
 // errorAlone records one report in its savepoint. A report refused for
 // what it says writes nothing and fails none of its neighbours.
 func (s *Store) errorAlone(ctx context.Context, tx *sqlx.Tx, j *errorJob, now time.Time) error {
-	if _, err := s.exec(ctx, tx, "error", s.q.ErrorSavepoint); err != nil {
+	var res audit.N8NErrorResult
+	answer, err := s.alone(ctx, tx, "error", func() error {
+		var err error
+		res, err = s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
 		return err
-	}
-	res, err := s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
-	if err != nil {
-		if !refusal(err) {
-			return err
-		}
-		j.err = err
-		_, err := s.exec(ctx, tx, "error", s.q.ErrorRollback)
+	})
+	switch {
+	case err != nil:
 		return err
+	case answer != nil:
+		j.err = answer
+	default:
+		j.res, j.after = res, s.afterError(res)
 	}
-	j.res = res
-	j.after = s.afterError(res)
-	_, err = s.exec(ctx, tx, "error", s.q.ErrorRelease)
-	return err
+	return nil
 }
 
 // afterError counts a recorded error and wakes the outbox worker for its

@@ -86,28 +86,24 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 			continue
 		}
 		seen[k] = true
-		if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeSavepoint); err != nil {
+		var res audit.OutcomeResult
+		var refused error
+		var alerted bool
+		answer, err := s.alone(ctx, tx, "outcome", func() error {
+			var err error
+			res, refused, alerted, err = s.reportOutcome(ctx, tx, j.req.req, j.req.lin, now)
 			return err
-		}
-		res, refused, alerted, err := s.reportOutcome(ctx, tx, j.req.req, j.req.lin, now)
-		if err != nil {
-			switch {
-			case errors.Is(err, errAskN8N):
-				j.again, later[k] = true, true // its caller asks n8n, then it comes again
-			case refusal(err):
-				j.err = err
-			default:
-				return err
-			}
-			if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeRollback); err != nil {
-				return err
-			}
-			continue
-		}
-		j.res, j.err = res, refused
-		j.after = s.afterOutcome(j.req.req, res, refused, alerted)
-		if _, err := s.exec(ctx, tx, "outcome", s.q.OutcomeRelease); err != nil {
+		})
+		switch {
+		case err != nil:
 			return err
+		case errors.Is(answer, errAskN8N):
+			j.again, later[k] = true, true // its caller asks n8n, then it comes again
+		case answer != nil:
+			j.err = answer
+		default:
+			j.res, j.err = res, refused // a refusal kept as evidence is committed
+			j.after = s.afterOutcome(j.req.req, res, refused, alerted)
 		}
 	}
 	return nil

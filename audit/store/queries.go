@@ -9,9 +9,6 @@ type queries struct {
 	AddHistory                     string
 	AttachError                    string
 	ClaimBatchWrite                string
-	ClaimRelease                   string
-	ClaimRollback                  string
-	ClaimSavepoint                 string
 	ClaimSlot                      string
 	ContradictEvent                string
 	ContradictItem                 string
@@ -43,9 +40,6 @@ type queries struct {
 	ErrorBatchPending              string
 	ErrorBatchWrite                string
 	ErrorKnown                     string
-	ErrorRelease                   string
-	ErrorRollback                  string
-	ErrorSavepoint                 string
 	EventBatchCapture              string
 	EventBatchCountDeliveries      string
 	EventBatchFinish               string
@@ -109,9 +103,6 @@ type queries struct {
 	OutboxBatchInsert              string
 	OutboxBatchOpenThreads         string
 	OutcomeBatchWrite              string
-	OutcomeRelease                 string
-	OutcomeRollback                string
-	OutcomeSavepoint               string
 	OverviewByWorkflow             string
 	OverviewDays                   string
 	OverviewHours                  string
@@ -211,6 +202,9 @@ type queries struct {
 	ResendAfterChange              string
 	ResolveEvent                   string
 	ResolveItem                    string
+	Savepoint                      string
+	SavepointRelease               string
+	SavepointRollback              string
 	RollUp                         string
 	SaveThread                     string
 	SpaceGroupReplies              string

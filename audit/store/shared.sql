@@ -40,14 +40,16 @@ SELECT id, source, event_id, item, at, kind, execution_id,
   FROM event_history WHERE source = ? AND event_id = ? AND kind IN ('outcome', 'resolution')
   ORDER BY id DESC LIMIT 1
 
--- name: ClaimSavepoint
-SAVEPOINT claim
+-- One request of a batch that runs alone (Store.alone): what it wrote
+-- stays, or is rolled back when it is refused, and the batch goes on.
+-- name: Savepoint
+SAVEPOINT alone
 
--- name: ClaimRollback
-ROLLBACK TO SAVEPOINT claim
+-- name: SavepointRollback
+ROLLBACK TO SAVEPOINT alone
 
--- name: ClaimRelease
-RELEASE SAVEPOINT claim
+-- name: SavepointRelease
+RELEASE SAVEPOINT alone
 
 -- name: CountItems
 SELECT status, count(*) AS n FROM event_items WHERE source = ? AND event_id = ? GROUP BY status
@@ -272,24 +274,6 @@ SELECT EXISTS (SELECT 1 FROM event_history
 -- name: MarkNotHolderForReview
 UPDATE webhook_events SET review_reason = 'not_holder'
   WHERE source = :source AND event_id = :event_id AND status = 'processing' AND review_reason = ''
-
--- name: OutcomeSavepoint
-SAVEPOINT outcome
-
--- name: OutcomeRollback
-ROLLBACK TO SAVEPOINT outcome
-
--- name: OutcomeRelease
-RELEASE SAVEPOINT outcome
-
--- name: ErrorSavepoint
-SAVEPOINT error
-
--- name: ErrorRollback
-ROLLBACK TO SAVEPOINT error
-
--- name: ErrorRelease
-RELEASE SAVEPOINT error
 
 -- name: ReadChannelSlot
 SELECT next_at FROM slack_channels WHERE channel = ?
