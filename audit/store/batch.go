@@ -75,14 +75,14 @@ type batcher[Req, Res any] struct {
 	// and outside any transaction: it learns what the batch asked for.
 	prepare func(ctx context.Context, req Req) Req
 	// key names the entry a request is about, for Store.busy.
-	key func(Req) string
+	key func(Req) audit.EventKey
 	wg  sync.WaitGroup
 	seq atomic.Uint64
 	// aside holds, by entry, the jobs set aside for a row another session
 	// locked, and every job of that entry that came after them: they go
 	// on together, in the order they came (see setAside).
 	mu    sync.Mutex
-	aside map[string]*asideQueue[Req, Res]
+	aside map[audit.EventKey]*asideQueue[Req, Res]
 }
 
 // asideQueue is one entry's jobs set aside, in the order they came.
@@ -95,7 +95,7 @@ type asideQueue[Req, Res any] struct {
 func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 	run func(context.Context, *sqlx.Tx, []*job[Req, Res], time.Time) error) *batcher[Req, Res] {
 	b := &batcher[Req, Res]{s: s, name: name, cfg: cfg, queue: make(chan *job[Req, Res], cfg.Queue), run: run,
-		aside: map[string]*asideQueue[Req, Res]{}}
+		aside: map[audit.EventKey]*asideQueue[Req, Res]{}}
 	for i := 0; i < cfg.Workers; i++ {
 		b.wg.Add(1)
 		go b.work()
@@ -384,7 +384,7 @@ func (b *batcher[Req, Res]) settled(j *job[Req, Res]) {
 
 // schedule lets an entry's queue go after its pause, when none of its jobs
 // is in flight; an empty queue is dropped. b.mu is held.
-func (b *batcher[Req, Res]) schedule(k string, q *asideQueue[Req, Res]) {
+func (b *batcher[Req, Res]) schedule(k audit.EventKey, q *asideQueue[Req, Res]) {
 	if q.inflight > 0 || q.timer {
 		return
 	}
@@ -417,11 +417,11 @@ func insertBySeq[Req, Res any](jobs []*job[Req, Res], j *job[Req, Res]) []*job[R
 }
 
 // keys returns the entries of jobs, for Store.busy.
-func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []string {
+func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []audit.EventKey {
 	if b.key == nil {
 		return nil
 	}
-	keys := make([]string, len(jobs))
+	keys := make([]audit.EventKey, len(jobs))
 	for i, j := range jobs {
 		keys[i] = b.key(j.req)
 	}
@@ -435,12 +435,12 @@ func (b *batcher[Req, Res]) keys(jobs []*job[Req, Res]) []string {
 // Postgres node, a psql, another instance.
 type busyKeys struct {
 	mu   sync.Mutex
-	busy map[string]chan struct{} // closed when the batch holding the key ends
+	busy map[audit.EventKey]chan struct{} // closed when the batch holding the key ends
 }
 
 // hold waits until no batch holds any of keys and holds them until release
 // is called. A store that closes stops the wait.
-func (k *busyKeys) hold(ctx context.Context, keys []string) (release func()) {
+func (k *busyKeys) hold(ctx context.Context, keys []audit.EventKey) (release func()) {
 	for {
 		k.mu.Lock()
 		var wait chan struct{}

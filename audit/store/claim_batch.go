@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -63,7 +62,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	if err != nil {
 		return err
 	}
-	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked.held[claimKey(c.req)] })
+	jobs = s.claims.setAside(jobs, func(c claimInput) bool { return locked.held[eventKey(c.req)] })
 	execs := locked.execs
 	if execs == nil {
 		if execs, err = s.readExecutions(ctx, tx, ids); err != nil {
@@ -77,11 +76,11 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	if err != nil {
 		return err
 	}
-	byKey := map[string][]*claimJob{}
-	var keys []string
-	alone, later := map[string]bool{}, map[string]bool{}
+	byKey := map[audit.EventKey][]*claimJob{}
+	var keys []audit.EventKey
+	alone, later := map[audit.EventKey]bool{}, map[audit.EventKey]bool{}
 	for _, j := range jobs {
-		k := claimKey(j.req.req)
+		k := eventKey(j.req.req)
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -129,12 +128,12 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			return err
 		}
 		for _, j := range moved {
-			alone[claimKey(j.req.req)] = true
+			alone[eventKey(j.req.req)] = true
 		}
 	}
-	asking := map[string]bool{} // events with a claim gone to ask n8n: the claims after it follow
+	asking := map[audit.EventKey]bool{} // events with a claim gone to ask n8n: the claims after it follow
 	for _, j := range jobs {    // what the rounds left, in the order it came
-		k := claimKey(j.req.req)
+		k := eventKey(j.req.req)
 		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
 			continue
 		}
@@ -198,10 +197,10 @@ func (s *Store) refuseOtherWorkflows(jobs []*claimJob, execs map[string]knownExe
 
 // lockedEntries is what lockEntries found.
 type lockedEntries struct {
-	// held are (by entryKey) the entries another database session holds:
+	// held are the entries another database session holds:
 	// a batch that waited for one would hold its neighbours for the lock
 	// timeout, then fail and run again one by one.
-	held map[string]bool
+	held map[audit.EventKey]bool
 	// states are the entries the batch locked, as it locked them: its
 	// statements change them without waiting, and what it reads of them
 	// stays true until it commits. nil: not read (SQLite, where every entry
@@ -251,11 +250,11 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	if err := json.Unmarshal(got.Executions, &known); err != nil {
 		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read executions", Err: err}
 	}
-	l := lockedEntries{held: map[string]bool{}, states: make(map[audit.EventKey]entryState, len(entries)),
+	l := lockedEntries{held: map[audit.EventKey]bool{}, states: make(map[audit.EventKey]entryState, len(entries)),
 		execs: make(map[string]knownExecution, len(known))}
 	for _, e := range entries {
 		if e.Held {
-			l.held[entryKey(e.Source, e.EventID)] = true
+			l.held[e.EventKey] = true
 		} else {
 			l.states[e.EventKey] = e.entryState
 		}
@@ -284,11 +283,11 @@ func columnSet(name string, vals []string) string {
 // only when its execution is known, so the holders are read only then, and
 // only when the lock did not read them (states).
 func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	states map[audit.EventKey]entryState) (known map[string]bool, held map[string]string, err error) {
-	seen := map[string]bool{}
+	states map[audit.EventKey]entryState) (known map[string]bool, held map[audit.EventKey]string, err error) {
+	seen := map[audit.EventKey]bool{}
 	var asked, unlearned []*claimJob
 	for _, j := range jobs {
-		k := claimKey(j.req.req)
+		k := eventKey(j.req.req)
 		if !j.req.learned && !seen[k] {
 			unlearned = append(unlearned, j)
 		}
@@ -310,11 +309,11 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		return known, nil, nil
 	}
 	if states != nil {
-		held = map[string]string{}
+		held = map[audit.EventKey]string{}
 		for _, j := range unlearned {
 			st := states[eventKey(j.req.req)]
 			if st.Status == audit.StatusProcessing && st.Holder != "" && st.ItemCount == 0 {
-				held[claimKey(j.req.req)] = st.Holder
+				held[eventKey(j.req.req)] = st.Holder
 			}
 		}
 		return known, held, nil
@@ -330,9 +329,9 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	if err := s.namedSelect(ctx, tx, &holders, "read holders", s.q.EventBatchReadHolders, keySet{rowSet(keys)}); err != nil {
 		return nil, nil, err
 	}
-	held = make(map[string]string, len(holders))
+	held = make(map[audit.EventKey]string, len(holders))
 	for _, h := range holders {
-		held[claimKey(audit.ClaimRequest{Source: h.Source, EventID: h.EventID})] = h.Holder
+		held[h.EventKey] = h.Holder
 	}
 	return known, held, nil
 }
@@ -470,9 +469,7 @@ type (
 	}
 )
 
-// claimKey is the batch key of a claim: claims of one event never share a
-// batch.
-func claimKey(r audit.ClaimRequest) string { return entryKey(r.Source, r.EventID) }
-
-// entryKey names an entry in a map.
-func entryKey(source, eventID string) string { return strings.Join([]string{source, eventID}, "\x00") }
+// reportKey names the entry an outcome report is about.
+func reportKey(r audit.OutcomeRequest) audit.EventKey {
+	return audit.EventKey{Source: r.Source, EventID: r.EventID}
+}

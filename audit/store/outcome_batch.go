@@ -54,7 +54,7 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err != nil {
 		return err
 	}
-	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked.held[entryKey(o.req.Source, o.req.EventID)] })
+	jobs = s.outcomes.setAside(jobs, func(o outcomeInput) bool { return locked.held[reportKey(o.req)] })
 	needs, err := s.reportsNeedingLineage(ctx, tx, jobs, locked)
 	if err != nil {
 		return err
@@ -69,9 +69,9 @@ func (s *Store) outcomeBatch(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 	if err != nil {
 		return err
 	}
-	seen, later := map[string]bool{}, map[string]bool{}
+	seen, later := map[audit.EventKey]bool{}, map[audit.EventKey]bool{}
 	for _, j := range jobs {
-		k := j.req.req.Source + "\x00" + j.req.req.EventID
+		k := reportKey(j.req.req)
 		if decided[j] {
 			seen[k] = true
 			continue
@@ -118,14 +118,14 @@ func (s *Store) knownReporters(ctx context.Context, tx *sqlx.Tx, jobs []*outcome
 	if s.lookup != nil {
 		return nil, nil
 	}
-	count := map[string]int{}
+	count := map[audit.EventKey]int{}
 	for _, j := range jobs {
-		count[entryKey(j.req.req.Source, j.req.req.EventID)]++
+		count[reportKey(j.req.req)]++
 	}
 	seen := map[string]bool{}
 	var ids []string
 	for _, j := range jobs {
-		if id := j.req.req.ExecutionID; count[entryKey(j.req.req.Source, j.req.req.EventID)] > 1 && !seen[id] {
+		if id := j.req.req.ExecutionID; count[reportKey(j.req.req)] > 1 && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
@@ -174,28 +174,27 @@ func (s *Store) afterOutcome(req audit.OutcomeRequest, res audit.OutcomeResult, 
 // configured, or the service knows the reporter from n8n.
 func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob,
 	locked lockedEntries) (map[*outcomeJob]bool, error) {
-	seen := map[string]bool{}
+	seen := map[audit.EventKey]bool{}
 	var asked []*outcomeJob
 	var keys []audit.EventKey
 	for _, j := range jobs {
-		r := j.req.req
-		k := r.Source + "\x00" + r.EventID
+		k := reportKey(j.req.req)
 		if !j.req.learned && !seen[k] {
 			asked = append(asked, j)
-			keys = append(keys, audit.EventKey{Source: r.Source, EventID: r.EventID})
+			keys = append(keys, k)
 		}
 		seen[k] = true
 	}
 	if len(asked) == 0 {
 		return nil, nil
 	}
-	held := map[string]string{}
+	held := map[audit.EventKey]string{}
 	if locked.states != nil {
 		for _, j := range asked {
-			r := j.req.req
-			st := locked.states[audit.EventKey{Source: r.Source, EventID: r.EventID}]
+			k := reportKey(j.req.req)
+			st := locked.states[k]
 			if (st.Status == audit.StatusProcessing || st.Status == audit.StatusFailed) && st.Holder != "" && st.ItemCount == 0 {
-				held[r.Source+"\x00"+r.EventID] = st.Holder
+				held[k] = st.Holder
 			}
 		}
 	} else {
@@ -207,12 +206,12 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 			return nil, err
 		}
 		for _, h := range holders {
-			held[h.Source+"\x00"+h.EventID] = h.Holder
+			held[h.EventKey] = h.Holder
 		}
 	}
 	var others []string
 	asked = slices.DeleteFunc(asked, func(j *outcomeJob) bool {
-		h := held[j.req.req.Source+"\x00"+j.req.req.EventID]
+		h := held[reportKey(j.req.req)]
 		if h == "" || h == j.req.req.ExecutionID {
 			return true
 		}

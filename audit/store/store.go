@@ -203,12 +203,12 @@ func (s *Store) startBatching(b Batching, conns int) {
 			b.Workers = 2
 		}
 	}
-	s.busy = &busyKeys{busy: map[string]chan struct{}{}}
+	s.busy = &busyKeys{busy: map[audit.EventKey]chan struct{}{}}
 	s.claims = newBatcher(s, "claims", b, s.claimBatch)
 	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
 	s.errors = newBatcher(s, "errors", b, s.errorBatch)
-	s.claims.key = func(c claimInput) string { return claimKey(c.req) }
-	s.outcomes.key = func(o outcomeInput) string { return entryKey(o.req.Source, o.req.EventID) }
+	s.claims.key = func(c claimInput) audit.EventKey { return eventKey(c.req) }
+	s.outcomes.key = func(o outcomeInput) audit.EventKey { return reportKey(o.req) }
 	s.outcomes.prepare = s.prepareOutcome
 	s.claims.prepare = s.prepareClaim
 }
