@@ -132,7 +132,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		}
 	}
 	asking := map[audit.EventKey]bool{} // events with a claim gone to ask n8n: the claims after it follow
-	for _, j := range jobs {    // what the rounds left, in the order it came
+	for _, j := range jobs {            // what the rounds left, in the order it came
 		k := eventKey(j.req.req)
 		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
 			continue
