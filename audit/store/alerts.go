@@ -56,12 +56,12 @@ type eventState struct {
 // eventAlert builds an alert from a history line and the event's state.
 func (s *Store) eventAlert(ctx context.Context, tx *sqlx.Tx, kind string, h audit.HistoryLine, now time.Time) (audit.Alert, error) {
 	var ev eventState
-	if err := s.get(ctx, tx, &ev, "read event", s.q.ReadEventState, h.Source, h.EventID); err != nil {
+	if err := s.get(ctx, tx, &ev, "read event", s.q.EventReadState, h.Source, h.EventID); err != nil {
 		return audit.Alert{}, err
 	}
 	var x audit.Execution
 	if h.ExecutionID != "" {
-		err := s.get(ctx, tx, &x, "read execution", s.q.ReadExecution, h.ExecutionID)
+		err := s.get(ctx, tx, &x, "read execution", s.q.ExecutionRead, h.ExecutionID)
 		if err != nil && !isNoRows(err) {
 			return audit.Alert{}, err
 		}
@@ -108,7 +108,7 @@ func refreshOf(a audit.Alert, now time.Time) audit.Alert {
 func (s *Store) threadOpen(ctx context.Context, tx *sqlx.Tx, thread string) (bool, error) {
 	var open bool
 	err := s.get(ctx, tx, &open, "read thread",
-		s.q.ThreadOpen, thread)
+		s.q.OutboxThreadOpen, thread)
 	return open, err
 }
 
@@ -124,7 +124,7 @@ func (s *Store) enqueue(ctx context.Context, tx *sqlx.Tx, thread, kind string, a
 			return err
 		}
 	}
-	_, err = s.namedExec(ctx, tx, "write outbox", s.q.WriteOutbox, map[string]any{
+	_, err = s.namedExec(ctx, tx, "write outbox", s.q.OutboxWrite, map[string]any{
 		"now": s.t(now), "due": s.t(due), "thread_key": row.ThreadKey, "kind": row.Kind, "source": row.Source,
 		"event_id": row.EventID, "error_id": row.ErrorID, "payload": row.Payload, "state": row.State,
 		"last_error": row.LastError, "alert_kind": row.AlertKind,
@@ -180,7 +180,7 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 		Deliveries int          `db:"deliveries"`
 		CRMRef     string       `db:"crm_ref"`
 	}
-	err := s.get(ctx, s.db, &ev, "read event", s.q.ReadEventState, root.Source, root.EventID)
+	err := s.get(ctx, s.db, &ev, "read event", s.q.EventReadState, root.Source, root.EventID)
 	if isNoRows(err) {
 		a.Resolution = "the event is no longer in the ledger"
 		return a, nil
@@ -190,7 +190,7 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 	}
 	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
 	var last audit.HistoryLine
-	err = s.get(ctx, s.db, &last, "read history", s.q.ReadLastSettlement, root.Source, root.EventID)
+	err = s.get(ctx, s.db, &last, "read history", s.q.HistoryReadLastSettlement, root.Source, root.EventID)
 	switch {
 	case isNoRows(err):
 		return a, nil

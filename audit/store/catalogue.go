@@ -1,23 +1,25 @@
 package store
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/retryaudit/retryaudit/audit/store/driver"
 )
 
-//go:embed shared.sql
-var sharedQueries string
+//go:embed sql/*.sql
+var sharedFiles embed.FS
 
-// loadQueries fills the statements from shared.sql and the driver's own
-// file, each fragment put in where a statement names it. A name defined
+// loadQueries fills the statements from the store's sql/ files and the
+// driver's own (own, driver.SQLFiles), each fragment put in where a statement names it. A name defined
 // twice, a field with no statement, a statement with no field, a fragment
 // no statement uses or one used but not defined is an error.
 func loadQueries(own string) (queries, error) {
 	var q queries
 	found, frags := map[string]string{}, map[string]string{}
-	for _, f := range []struct{ name, text string }{{"shared.sql", sharedQueries}, {"the driver's queries.sql", own}} {
+	for _, f := range []struct{ name, text string }{{"sql/", driver.SQLFiles(sharedFiles)}, {"the driver's sql/", own}} {
 		stmts, fs, err := parseQueries(f.text)
 		if err != nil {
 			return q, fmt.Errorf("audit: %s: %w", f.name, err)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,14 +22,14 @@ func TestEveryDriverHasEveryStatement(t *testing.T) {
 func TestABrokenCatalogueStopsOpen(t *testing.T) {
 	own := postgres.Driver{}.Queries()
 	for name, text := range map[string]string{
-		"a statement named twice":       own + "\n-- name: LeaseOutbox\nSELECT 1\n",
+		"a statement named twice":       own + "\n-- name: OutboxLease\nSELECT 1\n",
 		"a statement no field names":    own + "\n-- name: NoSuchStatement\nSELECT 1\n",
-		"a field with no statement":     strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutboxRenamed\n", 1),
-		"a statement shared and driven": own + "\n-- name: ReadEvent\nSELECT 1\n",
+		"a field with no statement":     strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLeaseRenamed\n", 1),
+		"a statement shared and driven": own + "\n-- name: EventRead\nSELECT 1\n",
 		"a fragment no statement uses":  own + "\n-- fragment: unused\nSELECT 1\n",
-		"a fragment not defined":        strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutbox\n{{nosuch}}\n", 1),
+		"a fragment not defined":        strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{nosuch}}\n", 1),
 		"a fragment defined twice":      own + "\n-- fragment: counters\nSELECT 1\n",
-		"a fragment left open":          strings.Replace(own, "-- name: LeaseOutbox\n", "-- name: LeaseOutbox\n{{counters\n", 1),
+		"a fragment left open":          strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{counters\n", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := loadQueries(text); err == nil {
@@ -61,8 +63,8 @@ func TestFragmentsArePutIn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(q.UpsertExecution, "lineage_note = CASE WHEN excluded.lineage_note") {
-			t.Errorf("%s: UpsertExecution lacks the execution_merge fragment:\n%s", driver, q.UpsertExecution)
+		if !strings.Contains(q.ExecutionUpsert, "lineage_note = CASE WHEN excluded.lineage_note") {
+			t.Errorf("%s: ExecutionUpsert lacks the execution_merge fragment:\n%s", driver, q.ExecutionUpsert)
 		}
 		v := reflect.ValueOf(q)
 		for i := 0; i < v.NumField(); i++ {
@@ -79,6 +81,51 @@ func TestFragmentsArePutIn(t *testing.T) {
 		"ErrorBatchWrite": q.ErrorBatchWrite} {
 		if !strings.Contains(text, "), counters AS (\n  INSERT INTO stats_hourly") {
 			t.Errorf("postgres: %s lacks the counters fragment:\n%s", name, text)
+		}
+	}
+}
+
+// TestEachStatementInItsTablesFile: the statements are kept a file a table,
+// named entity first, so that a statement's name says its file.
+func TestEachStatementInItsTablesFile(t *testing.T) {
+	fileOf := []struct{ prefix, file string }{ // longest prefix first
+		{"EventExecution", "executions"}, {"Execution", "executions"}, {"Event", "events"}, {"Item", "events"},
+		{"Claim", "events"}, {"Outcome", "events"}, {"Error", "errors"}, {"History", "history"},
+		{"Outbox", "outbox"}, {"Thread", "outbox"}, {"Channel", "outbox"}, {"Group", "groups"},
+		{"Stats", "stats"}, {"Resolution", "stats"}, {"Overview", "stats"}, {"State", "service"},
+		{"Lease", "service"}, {"Savepoint", "service"}, {"Redact", "redaction"},
+	}
+	files, err := filepath.Glob("sql/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"postgres", "sqlite"} {
+		more, _ := filepath.Glob(filepath.Join(d, "sql", "*.sql"))
+		files = append(files, more...)
+	}
+	if len(files) < 10 {
+		t.Fatalf("found only %d .sql files: %v", len(files), files)
+	}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts, _, err := parseQueries(string(text))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for name := range stmts {
+			want := ""
+			for _, p := range fileOf {
+				if strings.HasPrefix(name, p.prefix) {
+					want = p.file + ".sql"
+					break
+				}
+			}
+			if want != filepath.Base(f) {
+				t.Errorf("%s is in %s; by its name it belongs in %q", name, f, want)
+			}
 		}
 	}
 }

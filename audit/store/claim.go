@@ -105,13 +105,13 @@ func (c *claimer) claimEvent(ctx context.Context, res *audit.ClaimResult) error 
 
 func (c *claimer) claimItems(ctx context.Context, res *audit.ClaimResult) error {
 	a := c.args("")
-	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", c.s.q.InsertItemEvent, a)
+	created, err := c.s.namedGet(ctx, c.tx, &c.created, "claim event", c.s.q.EventInsertWithItems, a)
 	if err != nil {
 		return err
 	}
 	if !created {
 		var itemCount int
-		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", c.s.q.LockItemEvent, a); err != nil {
+		if _, err := c.s.namedGet(ctx, c.tx, &itemCount, "claim event", c.s.q.EventLockWithItems, a); err != nil {
 			return err
 		}
 		if itemCount == 0 {
@@ -158,7 +158,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 	}
 	if !c.created {
 		var prev previousDelivery
-		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", c.s.q.ReadPresented,
+		if err := c.s.get(ctx, c.tx, &prev, "read deliveries", c.s.q.EventReadPresented,
 			c.req.Source, c.req.EventID); err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 		Delivery: string(res.Delivery), Now: c.s.t(c.now), Fingerprint: c.req.Fingerprint,
 		Acted: res.Process, DeliveryID: c.req.DeliveryID, WorkflowID: c.req.WorkflowID, Class: string(res.Class)}
 	var id string
-	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", c.s.q.PresentExecution, a)
+	isNew, err := c.s.namedGet(ctx, c.tx, &id, "record delivery", c.s.q.EventExecutionPresent, a)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 		res.Delivery, res.Class = audit.DeliverySameExecution, ""
 	}
 	if !isNew && res.Process {
-		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", c.s.q.MarkActed, a); err != nil {
+		if _, err := c.s.namedExec(ctx, c.tx, "record delivery", c.s.q.EventExecutionMarkActed, a); err != nil {
 			return err
 		}
 	}
@@ -187,7 +187,7 @@ func (c *claimer) present(ctx context.Context, res *audit.ClaimResult) error {
 		Deliveries  int    `db:"deliveries"`
 		Fingerprint string `db:"fingerprint"`
 	}
-	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", c.s.q.CountDelivery, a); err != nil {
+	if _, err := c.s.namedGet(ctx, c.tx, &counted, "count deliveries", c.s.q.EventCountDelivery, a); err != nil {
 		return err
 	}
 	res.Deliveries = counted.Deliveries

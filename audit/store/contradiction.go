@@ -35,7 +35,7 @@ func (s *Store) contradiction(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 	}
 	res := audit.OutcomeResult{Status: e.Status}
 	var seen bool
-	if err := s.get(ctx, tx, &seen, "read evidence", s.q.ReadContradiction, req.Source, req.EventID, req.Item,
+	if err := s.get(ctx, tx, &seen, "read evidence", s.q.HistoryReadContradiction, req.Source, req.EventID, req.Item,
 		req.ExecutionID, string(req.Outcome), req.Source, req.EventID, req.Item); err != nil {
 		return res, false, false, err
 	}
@@ -44,9 +44,9 @@ func (s *Store) contradiction(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		return res, true, false, nil
 	}
 	if e.Status == audit.StatusFailed && req.Outcome != audit.OutcomeFailed {
-		q := s.q.ContradictEvent
+		q := s.q.EventContradict
 		if req.Item != "" {
-			q = s.q.ContradictItem
+			q = s.q.ItemContradict
 		}
 		var moved finishState
 		ok, err := s.namedGet(ctx, tx, &moved, "contradict", q, a)
@@ -57,7 +57,7 @@ func (s *Store) contradiction(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 			if _, _, err := s.rollUp(ctx, tx, req.Source, req.EventID, "", now); err != nil {
 				return res, false, false, err
 			}
-			if _, err := s.namedExec(ctx, tx, "mark for review", s.q.MarkContradictionForReview, a); err != nil {
+			if _, err := s.namedExec(ctx, tx, "mark for review", s.q.EventReviewContradiction, a); err != nil {
 				return res, false, false, err
 			}
 		}

@@ -36,13 +36,13 @@ type entryQueries struct {
 }
 
 func (q queries) eventEntry() entryQueries {
-	return entryQueries{insert: q.InsertEvent, reclaim: q.ReclaimEvent, hold: q.HoldEvent, read: q.TouchEvent}
+	return entryQueries{insert: q.EventInsert, reclaim: q.EventReclaim, hold: q.EventHold, read: q.EventTouch}
 }
 
 // The item statements run after the event's row has been locked (inserted or
 // touched) in the same transaction, so a plain read is consistent.
 func (q queries) itemEntry() entryQueries {
-	return entryQueries{insert: q.InsertItem, reclaim: q.ReclaimItem, hold: q.HoldItem, read: q.ReadItem}
+	return entryQueries{insert: q.ItemInsert, reclaim: q.ItemReclaim, hold: q.ItemHold, read: q.ItemRead}
 }
 
 // claimEntry captures one ledger entry with the first of its statements that
@@ -94,7 +94,7 @@ func (s *Store) rollUp(ctx context.Context, tx *sqlx.Tx, source, eventID, holder
 		N      int          `db:"n"`
 	}
 	err := s.selectAll(ctx, tx, &counts, "count items",
-		s.q.CountItems,
+		s.q.ItemCount,
 		source, eventID)
 	if err != nil {
 		return "", "", err
@@ -110,7 +110,7 @@ func (s *Store) rollUp(ctx context.Context, tx *sqlx.Tx, source, eventID, holder
 		}
 	}
 	var e entryState
-	_, err = s.namedGet(ctx, tx, &e, "roll up items", s.q.RollUp, map[string]any{
+	_, err = s.namedGet(ctx, tx, &e, "roll up items", s.q.EventRollUp, map[string]any{
 		"source": source, "event_id": eventID, "status": status, "count": total,
 		"holder": holder, "now": s.t(now),
 	})

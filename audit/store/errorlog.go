@@ -98,7 +98,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
 		"payload": r.Payload, "truncated": r.Truncated, "note": r.Note,
 	}
-	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", s.q.RecordError, arg)
+	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", s.q.ErrorRecord, arg)
 	if err != nil {
 		return res, err
 	}
@@ -139,11 +139,11 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 // second fills in what the first lacks (mergeError).
 func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
 	var e audit.N8NErrorRecord
-	if err := s.get(ctx, tx, &e, "read error", s.q.ReadDuplicateError, r.DedupeKey); err != nil {
+	if err := s.get(ctx, tx, &e, "read error", s.q.ErrorReadDuplicate, r.DedupeKey); err != nil {
 		return audit.N8NErrorResult{}, err
 	}
 	if m, changed := mergeError(e, r); changed {
-		if _, err := s.namedExec(ctx, tx, "merge error", s.q.MergeError, map[string]any{
+		if _, err := s.namedExec(ctx, tx, "merge error", s.q.ErrorMerge, map[string]any{
 			"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
 			"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
 			"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
@@ -163,7 +163,7 @@ func (s *Store) duplicateError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErro
 func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.EventKey, error) {
 	for _, id := range chain {
 		var events []audit.EventKey
-		if err := s.selectAll(ctx, q, &events, "find events", s.q.FindEvents, id); err != nil {
+		if err := s.selectAll(ctx, q, &events, "find events", s.q.EventExecutionFindEvents, id); err != nil {
 			return nil, err
 		}
 		if len(events) > 0 {
@@ -181,14 +181,14 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
 		"execution_id": e.ExecutionID, "now": s.t(now)}
 	if primary {
-		n, err := s.namedExec(ctx, tx, "link error", s.q.LinkError, arg)
+		n, err := s.namedExec(ctx, tx, "link error", s.q.ErrorLink, arg)
 		if err != nil || n == 0 {
 			return false, err
 		}
 		// The group alert about errors linked to nothing counts them when it
 		// is sent: this one no longer counts.
 	}
-	if _, err := s.namedExec(ctx, tx, "record execution", s.q.RecordErrorExecution, arg); err != nil {
+	if _, err := s.namedExec(ctx, tx, "record execution", s.q.EventExecutionRecordError, arg); err != nil {
 		return false, err
 	}
 	var ent struct {
@@ -200,7 +200,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 	// writer anyway): a claim that takes the entry over commits before or
 	// after this error is judged, never between the read and the review
 	// flag, so an old holder's error cannot flag the new holder's entry.
-	ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.AttachError, arg)
+	ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.EventAttachError, arg)
 	switch {
 	case err != nil:
 		return false, err
@@ -241,7 +241,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 		return true, err
 	}
 	arg["holder"] = ent.Holder
-	if _, err := s.namedExec(ctx, tx, "mark for review", s.q.MarkErrorForReview, arg); err != nil {
+	if _, err := s.namedExec(ctx, tx, "mark for review", s.q.EventReviewError, arg); err != nil {
 		return false, err
 	}
 	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
@@ -261,7 +261,7 @@ func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, ho
 		return false, nil
 	}
 	var held bool
-	_, err := s.namedGet(ctx, tx, &held, "read items", s.q.HoldsAny,
+	_, err := s.namedGet(ctx, tx, &held, "read items", s.q.ItemHoldsAny,
 		map[string]any{"source": ev.Source, "event_id": ev.EventID, "chain": chain})
 	return held, err
 }
@@ -270,7 +270,7 @@ func (s *Store) holdsAny(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey, ho
 // confirmed.
 func (s *Store) chainOf(ctx context.Context, q any, id string) ([]string, error) {
 	var parent string
-	if err := s.get(ctx, q, &parent, "read lineage", s.q.ReadRetryOf,
+	if err := s.get(ctx, q, &parent, "read lineage", s.q.ExecutionReadRetryOf,
 		id); err != nil && !isNoRows(err) {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (s *Store) whyNotActing(ctx context.Context, tx *sqlx.Tx, ev audit.EventKey
 			Role     string `db:"role"`
 			Decision string `db:"decision"`
 		}
-		err := s.get(ctx, tx, &x, "read execution", s.q.ReadWhyNotActing,
+		err := s.get(ctx, tx, &x, "read execution", s.q.HistoryReadWhyNotActing,
 			ev.Source, ev.EventID, id)
 		switch {
 		case isNoRows(err) || (err == nil && x.Role == "error"):
@@ -330,7 +330,7 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audi
 // linkPendingErrors links the errors that arrived before the claim of their
 // execution (or of an execution in its chain) to the claimed event.
 func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
-	query, args, err := sqlx.In(s.q.LinkPendingErrors,
+	query, args, err := sqlx.In(s.q.ErrorLinkPending,
 		audit.N8NErrorExecution, audit.N8NErrorReconcile, audit.N8NErrorHook, chain, chain)
 	if err != nil {
 		return false, &audit.Error{Code: audit.CodeInternal, Message: "bind pending errors", Err: err}
@@ -362,7 +362,7 @@ func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) 
 // Error returns one error record with its payload.
 func (s *Store) Error(ctx context.Context, id int64) (audit.N8NErrorRecord, error) {
 	var e audit.N8NErrorRecord
-	err := s.get(ctx, s.db, &e, "read error", s.q.ReadError, id)
+	err := s.get(ctx, s.db, &e, "read error", s.q.ErrorRead, id)
 	if isNoRows(err) {
 		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
 	}
@@ -380,7 +380,7 @@ func (s *Store) Errors(ctx context.Context, f audit.N8NErrorFilter) ([]audit.N8N
 		before = 1<<63 - 1
 	}
 	var recs []audit.N8NErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "list errors", s.q.ListErrors, before, f.Kind, f.Kind, f.Limit+1)
+	err := s.selectAll(ctx, s.db, &recs, "list errors", s.q.ErrorList, before, f.Kind, f.Kind, f.Limit+1)
 	if err != nil || len(recs) <= f.Limit {
 		return recs, 0, err
 	}
@@ -394,7 +394,7 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 		N    int    `db:"n"`
 	}
 	if err := s.selectAll(ctx, s.db, &rows, "count errors",
-		s.q.CountErrors); err != nil {
+		s.q.ErrorCount); err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
@@ -407,6 +407,6 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 // ExecutionErrors returns the errors of one execution.
 func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.N8NErrorRecord, error) {
 	var recs []audit.N8NErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "read errors", s.q.ReadExecutionErrors, id)
+	err := s.selectAll(ctx, s.db, &recs, "read errors", s.q.ErrorListOfExecution, id)
 	return recs, err
 }

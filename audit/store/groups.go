@@ -51,12 +51,12 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRepo
 		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
 	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)
 	var thread string
-	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", s.q.JoinGroup, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,
+	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", s.q.GroupJoin, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,
 		"node": g.Node, "thread": g.Thread, "now": s.t(now), "closes": s.t(g.ClosesAt)})
 	if err != nil || opened {
 		return g, opened, err
 	}
-	err = s.get(ctx, tx, &g, "read alert group", s.q.ReadAlertGroup, g.Key)
+	err = s.get(ctx, tx, &g, "read alert group", s.q.GroupRead, g.Key)
 	return g, false, err
 }
 
@@ -66,7 +66,7 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRepo
 // of their own: it will count them.
 func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a audit.Alert, now, due time.Time) error {
 	var waiting bool
-	if err := s.get(ctx, tx, &waiting, "read outbox", s.q.PendingInThread, g.Thread); err != nil {
+	if err := s.get(ctx, tx, &waiting, "read outbox", s.q.OutboxPendingInThread, g.Thread); err != nil {
 		return err
 	}
 	if waiting {
@@ -75,7 +75,7 @@ func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a 
 	if g.ReplyDue.Valid && g.ReplyDue.Time.Add(groupReplyEvery).After(due) {
 		due = g.ReplyDue.Time.Add(groupReplyEvery)
 	}
-	if _, err := s.namedExec(ctx, tx, "space group replies", s.q.SpaceGroupReplies, map[string]any{"due": s.t(due), "key": g.Key}); err != nil {
+	if _, err := s.namedExec(ctx, tx, "space group replies", s.q.GroupSpaceReplies, map[string]any{"due": s.t(due), "key": g.Key}); err != nil {
 		return err
 	}
 	if err := s.enqueue(ctx, tx, g.Thread, audit.RowFollowup, a, now, due); err != nil {
@@ -89,7 +89,7 @@ func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a 
 // details. A count of 0 means every error of the group was linked since.
 func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, error) {
 	var g alertGroup
-	err := s.get(ctx, s.db, &g, "read alert group", s.q.ReadAlertGroup, a.Group)
+	err := s.get(ctx, s.db, &g, "read alert group", s.q.GroupRead, a.Group)
 	if isNoRows(err) {
 		return a, nil // the group was replaced: the alert stands as written
 	}

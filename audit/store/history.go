@@ -18,7 +18,7 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h audit.HistoryLine
 		"status": h.Status, "actor": h.Actor, "message": h.Message, "crm_ref": h.CRMRef, "error_id": h.ErrorID,
 	}
 	var id int64
-	_, err := s.namedGet(ctx, tx, &id, "write history", s.q.AddHistory, arg)
+	_, err := s.namedGet(ctx, tx, &id, "write history", s.q.HistoryAdd, arg)
 	return id, err
 }
 
@@ -27,7 +27,7 @@ func (s *Store) addHistory(ctx context.Context, tx *sqlx.Tx, h audit.HistoryLine
 // reports.
 func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
 	var lines []audit.HistoryLine
-	if err := s.selectAll(ctx, q, &lines, "read history", s.q.ReadHistoryPage,
+	if err := s.selectAll(ctx, q, &lines, "read history", s.q.HistoryReadPage,
 		d.Source, d.EventID, p.Before, p.Limit+1); err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 		Kind string `db:"kind"`
 		N    int    `db:"n"`
 	}
-	if err := s.selectAll(ctx, q, &counts, "count history", s.q.CountHistory, d.Source, d.EventID); err != nil {
+	if err := s.selectAll(ctx, q, &counts, "count history", s.q.HistoryCount, d.Source, d.EventID); err != nil {
 		return err
 	}
 	d.HistoryCounts = map[string]int{}
@@ -52,7 +52,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 	if d.HistoryCounts[audit.KindNotHolder] == 0 {
 		return nil
 	}
-	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", s.q.ReadRefusedReports,
+	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", s.q.HistoryReadRefusedReports,
 		d.Source, d.EventID, audit.KindNotHolder); err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func (k knownExecution) stale(now time.Time) bool {
 // A new execution reusing the id supersedes the known one; reset says why.
 func (s *Store) identify(ctx context.Context, tx *sqlx.Tx, e executionRecord, now time.Time) (string, int, string, error) {
 	var k knownExecution
-	ok, err := s.namedGet(ctx, tx, &k, "read execution", s.q.ReadCurrentExecution, map[string]any{"raw_id": e.ID})
+	ok, err := s.namedGet(ctx, tx, &k, "read execution", s.q.ExecutionReadCurrent, map[string]any{"raw_id": e.ID})
 	if err != nil || !ok {
 		return e.ID, 1, "", err
 	}
@@ -87,7 +87,7 @@ func (s *Store) identify(ctx context.Context, tx *sqlx.Tx, e executionRecord, no
 	case audit.OtherExecution:
 		return "", 0, why, nil
 	}
-	if _, err := s.namedExec(ctx, tx, "supersede execution", s.q.SupersedeExecution,
+	if _, err := s.namedExec(ctx, tx, "supersede execution", s.q.ExecutionSupersede,
 		map[string]any{"id": k.ID, "now": s.t(now)}); err != nil {
 		return "", 0, "", err
 	}
@@ -106,7 +106,7 @@ func (s *Store) identify(ctx context.Context, tx *sqlx.Tx, e executionRecord, no
 // now gives the id qid: the last one seen with it.
 func (s *Store) currentID(ctx context.Context, q any, qid string) (string, error) {
 	var k knownExecution
-	ok, err := s.namedGet(ctx, q, &k, "read execution", s.q.ReadCurrentExecution, map[string]any{"raw_id": qid})
+	ok, err := s.namedGet(ctx, q, &k, "read execution", s.q.ExecutionReadCurrent, map[string]any{"raw_id": qid})
 	if err != nil || !ok {
 		return qid, err
 	}

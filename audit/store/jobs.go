@@ -19,7 +19,7 @@ func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Dura
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var got string
 		var err error
-		held, err = s.namedGet(ctx, tx, &got, "take lease", s.q.TakeLease, map[string]any{"name": name, "owner": owner, "until": s.t(now.Add(ttl)), "now": s.t(now)})
+		held, err = s.namedGet(ctx, tx, &got, "take lease", s.q.LeaseTake, map[string]any{"name": name, "owner": owner, "until": s.t(now.Add(ttl)), "now": s.t(now)})
 		return err
 	})
 	return held, err
@@ -30,7 +30,7 @@ func (s *Store) TakeLease(ctx context.Context, name, owner string, ttl time.Dura
 // out: a stopping instance calls it.
 func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "release lease", s.q.ReleaseLease,
+		_, err := s.namedExec(ctx, tx, "release lease", s.q.LeaseRelease,
 			map[string]any{"name": name, "owner": owner})
 		return err
 	})
@@ -39,7 +39,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 // State returns a value a background job kept, or "" when none is kept.
 func (s *Store) State(ctx context.Context, name string) (string, error) {
 	var v string
-	err := s.get(ctx, s.db, &v, "read state", s.q.ReadState, name)
+	err := s.get(ctx, s.db, &v, "read state", s.q.StateRead, name)
 	if isNoRows(err) {
 		return "", nil
 	}
@@ -49,7 +49,7 @@ func (s *Store) State(ctx context.Context, name string) (string, error) {
 // SetState keeps a value for a background job.
 func (s *Store) SetState(ctx context.Context, name, value string) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "write state", s.q.WriteState,
+		_, err := s.namedExec(ctx, tx, "write state", s.q.StateWrite,
 			map[string]any{"name": name, "value": value, "now": s.t(s.now())})
 		return err
 	})
@@ -64,7 +64,7 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 	}
 	key := "secret." + name
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "create secret", s.q.CreateSecret,
+		_, err := s.namedExec(ctx, tx, "create secret", s.q.StateCreateSecret,
 			map[string]any{"name": key, "value": hex.EncodeToString(fresh), "now": s.t(s.now())})
 		return err
 	})

@@ -100,7 +100,7 @@ func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRec
 	if parent != "" && parent != id {
 		root = parent
 		if _, err := s.namedGet(ctx, tx, &root, "read lineage",
-			s.q.ReadRootExecution, map[string]any{"id": parent}); err != nil {
+			s.q.ExecutionReadRoot, map[string]any{"id": parent}); err != nil {
 			return recorded{}, err
 		}
 	}
@@ -122,16 +122,16 @@ func (s *Store) recordExecution(ctx context.Context, tx *sqlx.Tx, e executionRec
 		"status": e.Status, "hook": hook,
 	}
 	var stored string
-	if _, err := s.namedGet(ctx, tx, &stored, "record execution", s.q.UpsertExecution, arg); err != nil {
+	if _, err := s.namedGet(ctx, tx, &stored, "record execution", s.q.ExecutionUpsert, arg); err != nil {
 		return recorded{}, err
 	}
 	if root != id {
 		// Executions and errors seen before this link took this one for
 		// their root: move them under the real one.
-		if _, err := s.namedExec(ctx, tx, "re-root executions", s.q.ReRootExecutions, arg); err != nil {
+		if _, err := s.namedExec(ctx, tx, "re-root executions", s.q.ExecutionReRoot, arg); err != nil {
 			return recorded{}, err
 		}
-		if _, err := s.namedExec(ctx, tx, "re-root errors", s.q.ReRootErrors, arg); err != nil {
+		if _, err := s.namedExec(ctx, tx, "re-root errors", s.q.ErrorReRoot, arg); err != nil {
 			return recorded{}, err
 		}
 	}
@@ -180,7 +180,7 @@ func (s *Store) chainFrom(ctx context.Context, q any, id, parent string) ([]stri
 		chain = append(chain, parent)
 		next := ""
 		if err := s.get(ctx, q, &next, "read lineage",
-			s.q.ReadRetryOf, parent); err != nil && !isNoRows(err) {
+			s.q.ExecutionReadRetryOf, parent); err != nil && !isNoRows(err) {
 			return nil, err
 		}
 		parent = next
@@ -383,7 +383,7 @@ func (s *Store) knownLineage(ctx context.Context, id string) (bool, audit.N8NExe
 		Mode       string `db:"mode"`
 		WorkflowID string `db:"workflow_id"`
 	}
-	err := s.get(ctx, s.db, &x, "read lineage", s.q.ReadKnownLineage, id)
+	err := s.get(ctx, s.db, &x, "read lineage", s.q.ExecutionReadKnownLineage, id)
 	if isNoRows(err) {
 		return false, audit.N8NExecution{}, nil
 	}
@@ -400,11 +400,11 @@ func (s *Store) otherHolder(ctx context.Context, k lineageKey) (string, error) {
 	if k.Failed {
 		statuses = append(statuses, string(audit.StatusFailed))
 	}
-	query := s.q.OtherEventHolder
+	query := s.q.EventOtherHolder
 	arg := map[string]any{"source": k.Source, "event_id": k.EventID, "statuses": statuses, "caller": k.ExecutionID}
 	if len(k.Items) > 0 {
 		arg["items"] = k.Items
-		query = s.q.OtherItemHolder
+		query = s.q.ItemOtherHolder
 	}
 	var holder string
 	_, err := s.namedGet(ctx, s.db, &holder, "read holder", query, arg)
@@ -418,7 +418,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	if err := audit.ValidateExecutionID(id); err != nil {
 		return x, nil, nil, err
 	}
-	err := s.get(ctx, s.db, &x, "read execution", s.q.ReadExecution, id)
+	err := s.get(ctx, s.db, &x, "read execution", s.q.ExecutionRead, id)
 	if isNoRows(err) {
 		return x, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
 	}
@@ -432,7 +432,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	var up []audit.Execution
 	for _, a := range chain[1:] {
 		var e audit.Execution
-		err := s.get(ctx, s.db, &e, "read execution", s.q.ReadExecution, a)
+		err := s.get(ctx, s.db, &e, "read execution", s.q.ExecutionRead, a)
 		if isNoRows(err) {
 			e = audit.Execution{ID: a, Note: "not seen by the service"}
 		} else if err != nil {
@@ -441,13 +441,13 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 		up = append(up, e)
 	}
 	var down []audit.Execution
-	err = s.selectAll(ctx, s.db, &down, "read retries", s.q.ReadRetries, id)
+	err = s.selectAll(ctx, s.db, &down, "read retries", s.q.ExecutionReadRetries, id)
 	return x, up, down, err
 }
 
 // ExecutionEvents returns the events an execution touched.
 func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]audit.TouchedEvent, error) {
 	var out []audit.TouchedEvent
-	err := s.selectAll(ctx, s.db, &out, "read touched events", s.q.ReadTouchedEvents, id)
+	err := s.selectAll(ctx, s.db, &out, "read touched events", s.q.EventExecutionReadTouched, id)
 	return out, err
 }

@@ -15,7 +15,7 @@ import (
 // right before sending it, and renews the lease while the send runs.
 func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]audit.OutboxRow, error) {
 	now := s.now()
-	query, args, err := sqlx.Named(s.q.LeaseOutbox, map[string]any{
+	query, args, err := sqlx.Named(s.q.OutboxLease, map[string]any{
 		"owner": owner, "until": s.t(now.Add(lease)), "now": s.t(now), "limit": limit,
 	})
 	if err != nil {
@@ -36,7 +36,7 @@ func (s *Store) RenewOutbox(ctx context.Context, id int64, owner string, lease t
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		n, err = s.namedExec(ctx, tx, "renew outbox lease", s.q.RenewOutboxLease,
+		n, err = s.namedExec(ctx, tx, "renew outbox lease", s.q.OutboxRenewLease,
 			map[string]any{"until": s.t(s.now().Add(lease)), "id": id, "owner": owner})
 		return err
 	})
@@ -50,7 +50,7 @@ func (s *Store) ReleaseOutbox(ctx context.Context, id int64, owner string, due t
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		n, err = s.namedExec(ctx, tx, "release outbox row", s.q.ReleaseOutboxRow,
+		n, err = s.namedExec(ctx, tx, "release outbox row", s.q.OutboxRelease,
 			map[string]any{"due": s.t(due), "id": id, "owner": owner})
 		return err
 	})
@@ -73,7 +73,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d audi
 	var n int64
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		n, err = s.namedExec(ctx, tx, "finish outbox", s.q.FinishOutbox, map[string]any{
+		n, err = s.namedExec(ctx, tx, "finish outbox", s.q.OutboxFinish, map[string]any{
 			"state": d.State, "due": s.t(due), "last_error": d.LastError, "sent_at": sentAt,
 			"channel": d.Destination, "ts": d.MessageID, "id": id, "owner": owner,
 			"maybe_sent": d.MaybeSent && d.State == audit.OutboxPending,
@@ -93,7 +93,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d audi
 // be sent: the first message needs bringing up to date only once.
 func (s *Store) Superseded(ctx context.Context, row audit.OutboxRow) (bool, error) {
 	var later bool
-	err := s.get(ctx, s.db, &later, "read outbox", s.q.RefreshWaits, row.ThreadKey, row.ID)
+	err := s.get(ctx, s.db, &later, "read outbox", s.q.OutboxRefreshWaits, row.ThreadKey, row.ID)
 	return later, err
 }
 
@@ -102,12 +102,12 @@ func (s *Store) Superseded(ctx context.Context, row audit.OutboxRow) (bool, erro
 func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 	var st audit.Stats
 	if err := s.get(ctx, s.db, &st.OutboxDepth, "count outbox",
-		s.q.CountOutbox); err != nil {
+		s.q.OutboxCount); err != nil {
 		return st, err
 	}
 	if st.OutboxDepth > 0 {
 		var row audit.OutboxRow
-		err := s.get(ctx, s.db, &row, "read outbox", s.q.ReadOldestPending)
+		err := s.get(ctx, s.db, &row, "read outbox", s.q.OutboxReadOldestPending)
 		if err != nil && !isNoRows(err) {
 			return st, err
 		}
@@ -116,13 +116,13 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 		}
 		if st.OutboxOldestAge > audit.HeldBackAfter {
 			st.HeldBackError = row.LastError
-			if err := s.get(ctx, s.db, &st.HeldBack, "count outbox", s.q.CountHeldBack,
+			if err := s.get(ctx, s.db, &st.HeldBack, "count outbox", s.q.OutboxCountHeldBack,
 				s.t(s.now().Add(-audit.HeldBackAfter))); err != nil {
 				return st, err
 			}
 		}
 	}
-	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", s.q.CountReviewQueue, s.t(s.reviewCutoff()))
+	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", s.q.EventCountInReview, s.t(s.reviewCutoff()))
 	return st, err
 }
 
@@ -130,7 +130,7 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 // a message whose audit URL is too long for Slack names the row.
 func (s *Store) OutboxEvent(ctx context.Context, id int64) (audit.EventKey, error) {
 	var k audit.EventKey
-	err := s.get(ctx, s.db, &k, "read outbox", s.q.ReadOutboxEvent, id)
+	err := s.get(ctx, s.db, &k, "read outbox", s.q.OutboxReadEvent, id)
 	if isNoRows(err) {
 		return k, audit.Errorf(audit.CodeNotFound, "no alert %d about an event", id)
 	}

@@ -41,11 +41,11 @@ type finishQueries struct {
 }
 
 func (q queries) eventFinish() finishQueries {
-	return finishQueries{finish: q.FinishEvent, unknown: q.UnknownEvent, read: q.ReadFinishedEvent}
+	return finishQueries{finish: q.EventFinish, unknown: q.EventUnknown, read: q.EventReadFinished}
 }
 
 func (q queries) itemFinish() finishQueries {
-	return finishQueries{finish: q.FinishItem, unknown: q.UnknownItem, read: q.ReadFinishedItem}
+	return finishQueries{finish: q.ItemFinish, unknown: q.ItemUnknown, read: q.ItemReadFinished}
 }
 
 type finishState struct {
@@ -118,7 +118,7 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 			return audit.OutcomeResult{}, nil, false, err
 		}
 	}
-	if _, err := s.namedExec(ctx, tx, "record reporter", s.q.RecordReporter, map[string]any{
+	if _, err := s.namedExec(ctx, tx, "record reporter", s.q.EventExecutionRecordReporter, map[string]any{
 		"source": req.Source, "event_id": req.EventID, "execution_id": req.ExecutionID, "now": s.t(now),
 	}); err != nil {
 		return audit.OutcomeResult{}, nil, false, err
@@ -167,7 +167,7 @@ func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeReques
 	if req.Item != "" {
 		q = s.q.itemFinish()
 		var itemCount int
-		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", s.q.Finish, a)
+		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", s.q.EventTouchReported, a)
 		switch {
 		case err != nil:
 			return finishState{}, false, err
@@ -186,7 +186,7 @@ func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeReques
 		ok, err := s.namedGet(ctx, tx, &e, "report outcome", update, a)
 		if err != nil || ok {
 			if ok && req.Item != "" && req.Outcome == audit.OutcomeUnknown {
-				_, err = s.namedExec(ctx, tx, "mark for review", s.q.MarkUnknownForReview, a)
+				_, err = s.namedExec(ctx, tx, "mark for review", s.q.EventReviewUnknown, a)
 			}
 			return e, ok, err
 		}
@@ -235,7 +235,7 @@ func (s *Store) judge(req audit.OutcomeRequest, e finishState, chain []string) e
 // and is only news in a thread already open.
 func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, e finishState, chain []string, why string, now time.Time) (bool, error) {
 	var seen bool
-	if err := s.get(ctx, tx, &seen, "read evidence", s.q.ReadEvidence,
+	if err := s.get(ctx, tx, &seen, "read evidence", s.q.HistoryReadEvidence,
 		req.Source, req.EventID, req.Item, req.ExecutionID, string(req.Outcome)); err != nil || seen {
 		return false, err
 	}
@@ -257,16 +257,16 @@ func (s *Store) keepEvidence(ctx context.Context, tx *sqlx.Tx, req audit.Outcome
 		return false, err
 	}
 	if e.Status == audit.StatusProcessing && req.Outcome != audit.OutcomeFailed {
-		q := s.q.KeepEventEvidence
+		q := s.q.EventKeepEvidence
 		if req.Item != "" {
-			q = s.q.KeepItemEvidence
+			q = s.q.ItemKeepEvidence
 		}
 		a := map[string]any{"source": req.Source, "event_id": req.EventID, "item": req.Item}
 		if _, err := s.namedExec(ctx, tx, "mark for review", q, a); err != nil {
 			return false, err
 		}
 		if req.Item != "" {
-			if _, err := s.namedExec(ctx, tx, "mark for review", s.q.MarkNotHolderForReview, a); err != nil {
+			if _, err := s.namedExec(ctx, tx, "mark for review", s.q.EventReviewNotHolder, a); err != nil {
 				return false, err
 			}
 		}

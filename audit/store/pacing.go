@@ -18,11 +18,11 @@ func (s *Store) ClaimSlot(ctx context.Context, channel string, interval time.Dur
 	var took bool
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
-		took, err = s.namedGet(ctx, tx, &next, "claim channel slot", s.q.ClaimSlot, map[string]any{"channel": channel, "next": s.t(now.Add(interval)), "now": s.t(now)})
+		took, err = s.namedGet(ctx, tx, &next, "claim channel slot", s.q.ChannelClaimSlot, map[string]any{"channel": channel, "next": s.t(now.Add(interval)), "now": s.t(now)})
 		if err != nil || took {
 			return err
 		}
-		return s.get(ctx, tx, &next, "read channel slot", s.q.ReadChannelSlot, channel)
+		return s.get(ctx, tx, &next, "read channel slot", s.q.ChannelReadSlot, channel)
 	})
 	return took, next, err
 }
@@ -31,7 +31,7 @@ func (s *Store) ClaimSlot(ctx context.Context, channel string, interval time.Dur
 // (Slack answered 429 with Retry-After). A pause never shortens a longer one.
 func (s *Store) PauseChannel(ctx context.Context, channel string, until time.Time) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := s.namedExec(ctx, tx, "pause channel", s.q.PauseChannel,
+		_, err := s.namedExec(ctx, tx, "pause channel", s.q.ChannelPause,
 			map[string]any{"channel": channel, "until": s.t(until)})
 		return err
 	})

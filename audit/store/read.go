@@ -34,7 +34,7 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 		defer ptx.Rollback()
 		tx = ptx
 	}
-	err := s.get(ctx, tx, &d.Event, "read event", s.q.ReadEvent,
+	err := s.get(ctx, tx, &d.Event, "read event", s.q.EventRead,
 		s.t(s.reviewCutoff()), source, eventID)
 	if isNoRows(err) {
 		return d, audit.Errorf(audit.CodeNotFound, "no event %s/%s", source, eventID)
@@ -42,21 +42,21 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 	if err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Items, "read items", s.q.ReadItems,
+	if err := s.selectAll(ctx, tx, &d.Items, "read items", s.q.ItemList,
 		source, eventID); err != nil {
 		return d, err
 	}
 	if err := s.historyPage(ctx, tx, &d, p); err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", s.q.ReadExecutions,
+	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", s.q.EventExecutionList,
 		source, eventID, audit.MaxListed); err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Errors, "read errors", s.q.ReadEventErrors, source, eventID, audit.MaxListed); err != nil {
+	if err := s.selectAll(ctx, tx, &d.Errors, "read errors", s.q.ErrorListOfEvent, source, eventID, audit.MaxListed); err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Alerts, "read alerts", s.q.ReadAlerts, audit.EventThread(source, eventID), audit.MaxListed); err != nil {
+	if err := s.selectAll(ctx, tx, &d.Alerts, "read alerts", s.q.OutboxReadAlerts, audit.EventThread(source, eventID), audit.MaxListed); err != nil {
 		return d, err
 	}
 	d.ExecutionsTotal, d.ErrorsTotal, d.AlertsTotal = len(d.Executions), len(d.Errors), len(d.Alerts)
@@ -65,8 +65,8 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 		query string
 		arg   string
 	}{
-		{&d.ExecutionsTotal, s.q.CountEventExecutions, eventID},
-		{&d.ErrorsTotal, s.q.CountEventErrors, eventID},
+		{&d.ExecutionsTotal, s.q.EventExecutionCount, eventID},
+		{&d.ErrorsTotal, s.q.ErrorCountOfEvent, eventID},
 	} {
 		if *c.n == audit.MaxListed {
 			if err := s.get(ctx, tx, c.n, "count", c.query, source, c.arg); err != nil {
@@ -75,7 +75,7 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 		}
 	}
 	if d.AlertsTotal == audit.MaxListed {
-		if err := s.get(ctx, tx, &d.AlertsTotal, "count alerts", s.q.CountThreadMessages,
+		if err := s.get(ctx, tx, &d.AlertsTotal, "count alerts", s.q.OutboxCountThreadMessages,
 			audit.EventThread(source, eventID)); err != nil {
 			return d, err
 		}
@@ -118,7 +118,7 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 		review = 1
 	}
 	var events []audit.Event
-	err := s.selectAll(ctx, s.db, &events, "list events", s.q.ListEvents,
+	err := s.selectAll(ctx, s.db, &events, "list events", s.q.EventList,
 		s.t(s.reviewCutoff()), s.t(curAt), curSource, curID,
 		f.Source, f.Source, string(f.Status), string(f.Status),
 		f.Prefix, len([]rune(f.Prefix)), f.Prefix,
@@ -140,7 +140,7 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]audit.Event, error) {
 	var events []audit.Event
 	cutoff := s.t(s.reviewCutoff())
-	err := s.selectAll(ctx, s.db, &events, "read review queue", s.q.ReadReviewQueue, cutoff, limit)
+	err := s.selectAll(ctx, s.db, &events, "read review queue", s.q.HistoryReadReviewQueue, cutoff, limit)
 	return events, err
 }
 
@@ -151,7 +151,7 @@ func (s *Store) StatusCounts(ctx context.Context) (map[audit.Status]int, error) 
 		N      int          `db:"n"`
 	}
 	if err := s.selectAll(ctx, s.db, &rows, "count events",
-		s.q.CountEvents); err != nil {
+		s.q.EventCount); err != nil {
 		return nil, err
 	}
 	counts := map[audit.Status]int{}

@@ -9,7 +9,7 @@ import (
 )
 
 // storedColumn is one column that holds text from n8n: the statements that
-// read and write it (shared.sql), whether its key is a number, and how to
+// read and write it (sql/redaction.sql), whether its key is a number, and how to
 // redact it.
 type storedColumn struct {
 	read, redact string
@@ -20,20 +20,20 @@ type storedColumn struct {
 // storedText lists the columns that hold text from n8n.
 func (q queries) storedText() []storedColumn {
 	return []storedColumn{
-		{q.ReadN8nErrorsMessage, q.RedactN8nErrorsMessage, true, 0},
-		{q.ReadN8nErrorsN8nUrl, q.RedactN8nErrorsN8nUrl, true, 0},
-		{q.ReadN8nErrorsPayload, q.RedactN8nErrorsPayload, true, 1},
-		{q.ReadN8nErrorsWorkflowName, q.RedactN8nErrorsWorkflowName, true, 0},
-		{q.ReadN8nErrorsNode, q.RedactN8nErrorsNode, true, 0},
-		{q.ReadEventHistoryMessage, q.RedactEventHistoryMessage, true, 0},
-		{q.ReadEventHistoryWorkflowName, q.RedactEventHistoryWorkflowName, true, 0},
-		{q.ReadEventHistoryNode, q.RedactEventHistoryNode, true, 0},
-		{q.ReadExecutionsN8nUrl, q.RedactExecutionsN8nUrl, false, 0},
-		{q.ReadExecutionsWorkflowName, q.RedactExecutionsWorkflowName, false, 0},
+		{q.RedactReadN8nErrorsMessage, q.RedactWriteN8nErrorsMessage, true, 0},
+		{q.RedactReadN8nErrorsN8nUrl, q.RedactWriteN8nErrorsN8nUrl, true, 0},
+		{q.RedactReadN8nErrorsPayload, q.RedactWriteN8nErrorsPayload, true, 1},
+		{q.RedactReadN8nErrorsWorkflowName, q.RedactWriteN8nErrorsWorkflowName, true, 0},
+		{q.RedactReadN8nErrorsNode, q.RedactWriteN8nErrorsNode, true, 0},
+		{q.RedactReadEventHistoryMessage, q.RedactWriteEventHistoryMessage, true, 0},
+		{q.RedactReadEventHistoryWorkflowName, q.RedactWriteEventHistoryWorkflowName, true, 0},
+		{q.RedactReadEventHistoryNode, q.RedactWriteEventHistoryNode, true, 0},
+		{q.RedactReadExecutionsN8nUrl, q.RedactWriteExecutionsN8nUrl, false, 0},
+		{q.RedactReadExecutionsWorkflowName, q.RedactWriteExecutionsWorkflowName, false, 0},
 		// The group's key is a hash of the node's name as it was: an open
 		// group keeps its thread, the next error opens a new one.
-		{q.ReadAlertGroupsNode, q.RedactAlertGroupsNode, false, 0},
-		{q.ReadOutboxPayload, q.RedactOutboxPayload, true, 2},
+		{q.RedactReadAlertGroupsNode, q.RedactWriteAlertGroupsNode, false, 0},
+		{q.RedactReadOutboxPayload, q.RedactWriteOutboxPayload, true, 2},
 	}
 }
 

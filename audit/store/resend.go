@@ -26,11 +26,11 @@ func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int,
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		n = 0
 		var name string
-		changed, err := s.namedGet(ctx, tx, &name, "record Slack fingerprint", s.q.ResendAfterChange, map[string]any{"name": fingerprintState, "value": fingerprint, "now": s.t(now)})
+		changed, err := s.namedGet(ctx, tx, &name, "record Slack fingerprint", s.q.StateChanged, map[string]any{"name": fingerprintState, "value": fingerprint, "now": s.t(now)})
 		if err != nil || !changed || fingerprint == "" {
 			return err
 		}
-		n, err = s.namedExec(ctx, tx, "queue alerts again", s.q.QueueAlertsAgain, map[string]any{"now": s.t(now), "since": s.t(now.Add(-audit.ResendWindow)),
+		n, err = s.namedExec(ctx, tx, "queue alerts again", s.q.OutboxQueueAgain, map[string]any{"now": s.t(now), "since": s.t(now.Add(-audit.ResendWindow)),
 			"config_errors": audit.DeadConfigPrefix + "%", "why": "queued again: the Slack configuration changed"})
 		return err
 	})
@@ -45,14 +45,14 @@ func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int,
 func (s *Store) WaitingAlerts(ctx context.Context, fingerprint string) (audit.Waiting, error) {
 	var w audit.Waiting
 	if err := s.get(ctx, s.db, &w.Pending, "count outbox",
-		s.q.CountOutbox); err != nil {
+		s.q.OutboxCount); err != nil {
 		return w, err
 	}
 	stored, err := s.State(ctx, fingerprintState)
 	if err != nil || stored == fingerprint || fingerprint == "" {
 		return w, err
 	}
-	query, args, err := bindNamed(s.q.WaitingAlerts,
+	query, args, err := bindNamed(s.q.OutboxWaitingAlerts,
 		map[string]any{"since": s.t(s.now().Add(-audit.ResendWindow)), "config_errors": audit.DeadConfigPrefix + "%"})
 	if err != nil {
 		return w, &audit.Error{Code: audit.CodeInternal, Message: "bind count", Err: err}

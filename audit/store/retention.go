@@ -33,17 +33,17 @@ func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (aud
 		}
 		arg := map[string]any{"before": s.t(before), "batch": retentionBatch}
 		for _, st := range []struct{ op, query string }{
-			{"prune group threads", s.q.PruneGroupThreads}, {"prune alert groups", s.q.PruneGroups},
+			{"prune group threads", s.q.ThreadPruneOfGroups}, {"prune alert groups", s.q.GroupPrune},
 		} {
 			if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
 				return err
 			}
 		}
-		if p.Executions, err = s.namedExec(ctx, tx, "prune executions", s.q.PruneExecutions, arg); err != nil {
+		if p.Executions, err = s.namedExec(ctx, tx, "prune executions", s.q.ExecutionPrune, arg); err != nil {
 			return err
 		}
 		arg["before"] = s.t(payloadBefore)
-		p.Payloads, err = s.namedExec(ctx, tx, "drop payloads", s.q.DropPayloads, arg)
+		p.Payloads, err = s.namedExec(ctx, tx, "drop payloads", s.q.ErrorDropPayloads, arg)
 		return err
 	})
 	return p, err
@@ -51,7 +51,7 @@ func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (aud
 
 func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
 	var keys []audit.EventKey
-	if err := s.selectAll(ctx, tx, &keys, "find done entries", s.q.FindDoneEntries,
+	if err := s.selectAll(ctx, tx, &keys, "find done entries", s.q.EventFindDone,
 		s.t(before), retentionBatch); err != nil {
 		return 0, err
 	}
@@ -60,16 +60,16 @@ func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) 
 		arg := map[string]any{"source": k.Source, "event_id": k.EventID, "before": s.t(before),
 			"thread": audit.EventThread(k.Source, k.EventID)}
 		for _, st := range []struct{ op, query string }{
-			{"prune event errors", s.q.PruneEventErrors},
-			{"relink kept errors", s.q.RelinkEventErrors},
-			{"prune event alerts", s.q.PruneEventAlerts},
-			{"prune event thread", s.q.PruneEventThread},
+			{"prune event errors", s.q.ErrorPruneOfEvent},
+			{"relink kept errors", s.q.ErrorRelinkOfEvent},
+			{"prune event alerts", s.q.OutboxPruneOfEvent},
+			{"prune event thread", s.q.ThreadPruneOfEvent},
 		} {
 			if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
 				return n, err
 			}
 		}
-		deleted, err := s.namedExec(ctx, tx, "prune event", s.q.PruneEvent, arg)
+		deleted, err := s.namedExec(ctx, tx, "prune event", s.q.EventPrune, arg)
 		if err != nil {
 			return n, err
 		}
@@ -80,7 +80,7 @@ func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) 
 
 func (s *Store) pruneUnlinked(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
 	var ids []int64
-	if err := s.selectAll(ctx, tx, &ids, "find unlinked errors", s.q.FindUnlinkedErrors,
+	if err := s.selectAll(ctx, tx, &ids, "find unlinked errors", s.q.ErrorFindUnlinked,
 		s.t(before), retentionBatch); err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -93,9 +93,9 @@ func (s *Store) pruneUnlinked(ctx context.Context, tx *sqlx.Tx, before time.Time
 		op, query string
 		arg       any
 	}{
-		{"prune error alerts", s.q.PruneErrorAlerts, ids},
-		{"prune error threads", s.q.PruneErrorThreads, threads},
-		{"prune errors", s.q.PruneErrors, ids},
+		{"prune error alerts", s.q.OutboxPruneOfErrors, ids},
+		{"prune error threads", s.q.ThreadPruneOfErrors, threads},
+		{"prune errors", s.q.ErrorPrune, ids},
 	} {
 		query, args, err := sqlx.In(st.query, st.arg)
 		if err != nil {

@@ -14,8 +14,8 @@ import (
 // confirmed that nothing runs.
 func (q queries) resolveQueries() struct{ event, item finishQueries } {
 	return struct{ event, item finishQueries }{
-		event: finishQueries{finish: q.ResolveEvent, read: q.ReadFinishedEvent},
-		item:  finishQueries{finish: q.ResolveItem, read: q.ReadFinishedItem},
+		event: finishQueries{finish: q.EventResolve, read: q.EventReadFinished},
+		item:  finishQueries{finish: q.ItemResolve, read: q.ItemReadFinished},
 	}
 }
 
@@ -34,7 +34,7 @@ func (s *Store) Resolve(ctx context.Context, req audit.ResolveRequest) (audit.St
 		q := s.q.resolveQueries().event
 		if req.Item != "" {
 			q = s.q.resolveQueries().item
-			if _, err := s.namedExec(ctx, tx, "lock event", s.q.LockEvent, map[string]any{
+			if _, err := s.namedExec(ctx, tx, "lock event", s.q.EventLock, map[string]any{
 				"source": req.Source, "event_id": req.EventID, "now": s.t(now)}); err != nil {
 				return err
 			}
@@ -137,7 +137,7 @@ type settlement struct {
 // items) last.
 func (s *Store) lastSettlement(ctx context.Context, tx *sqlx.Tx, source, eventID, item string) (settlement, error) {
 	var last settlement
-	err := s.get(ctx, tx, &last, "read history", s.q.ReadSettlements, source, eventID, item)
+	err := s.get(ctx, tx, &last, "read history", s.q.HistoryReadSettlements, source, eventID, item)
 	return last, err
 }
 
@@ -153,7 +153,7 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 	// An entry already in review has had its alert (an error, an unknown
 	// outcome, a refused done or unknown): saying "too long" about it again
 	// is noise.
-	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", s.q.FindStaleEntries, cutoff); err != nil {
+	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", s.q.EventFindStale, cutoff); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -161,7 +161,7 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 		err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 			now := s.now()
 			var e entryState
-			ok, err := s.namedGet(ctx, tx, &e, "mark stale", s.q.DetectStale,
+			ok, err := s.namedGet(ctx, tx, &e, "mark stale", s.q.EventDetectStale,
 				map[string]any{"now": s.t(now), "source": k.Source, "event_id": k.EventID, "cutoff": cutoff,
 					"holder": k.Holder})
 			if err != nil || !ok {

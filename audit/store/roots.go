@@ -10,7 +10,7 @@ import (
 // saveRoot remembers a thread's root in the caller's transaction; the first
 // one kept wins.
 func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r audit.ThreadRoot) error {
-	_, err := s.namedExec(ctx, tx, "save thread root", s.q.SaveThread, map[string]any{
+	_, err := s.namedExec(ctx, tx, "save thread root", s.q.ThreadSave, map[string]any{
 		"key": r.Key, "channel": r.Destination, "ts": r.MessageID, "root": r.RowID, "now": s.t(s.now()),
 	})
 	return err
@@ -21,7 +21,7 @@ func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r audit.ThreadRoot) e
 // messages have no threads).
 func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.Alert, bool, error) {
 	var r audit.ThreadRoot
-	err := s.get(ctx, s.db, &r, "read thread root", s.q.ReadRoot, key)
+	err := s.get(ctx, s.db, &r, "read thread root", s.q.ThreadReadRoot, key)
 	if isNoRows(err) {
 		return r, audit.Alert{}, false, nil
 	}
@@ -29,7 +29,7 @@ func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.A
 		return r, audit.Alert{}, false, err
 	}
 	var row audit.OutboxRow
-	if err := s.get(ctx, s.db, &row, "read thread root", s.q.ReadRootRow, r.RowID); err != nil {
+	if err := s.get(ctx, s.db, &row, "read thread root", s.q.OutboxReadRootRow, r.RowID); err != nil {
 		return r, audit.Alert{}, false, err
 	}
 	a, err := row.Alert()

@@ -17,7 +17,7 @@ func scratch(source string) bool {
 // (source, event_id): without it, two claims of one key could both win.
 func (s *Store) HasUniqueKey(ctx context.Context) (bool, error) {
 	var n int
-	err := s.get(ctx, s.db, &n, "read the unique key", s.q.CountUniqueKeys)
+	err := s.get(ctx, s.db, &n, "read the unique key", s.q.EventCountUniqueKeys)
 	return n > 0, err
 }
 
@@ -31,10 +31,10 @@ func (s *Store) DeleteScratch(ctx context.Context, executionPrefix string) error
 		arg := map[string]any{"sources": []string{audit.ScratchSource, audit.ScratchSource + ".other"},
 			"executions": executionPrefix + "%"}
 		for _, q := range []string{
-			s.q.DeleteScratchOutbox,
-			s.q.DeleteScratchEvents,
-			s.q.DeleteScratchErrors,
-			s.q.DeleteScratchExecutions,
+			s.q.OutboxDeleteScratch,
+			s.q.EventDeleteScratch,
+			s.q.ErrorDeleteScratch,
+			s.q.ExecutionDeleteScratch,
 		} {
 			if _, err := s.namedExec(ctx, tx, "delete the drill", q, arg); err != nil {
 				return err

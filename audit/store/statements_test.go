@@ -23,7 +23,7 @@ func TestEveryStatementPrepares(t *testing.T) {
 			n := 0
 			for name, text := range s.Statements() {
 				if text == "" {
-					continue // nothing to run on this database (see its queries.sql)
+					continue // nothing to run on this database (see its sql/ files)
 				}
 				q := db.Rebind(namedParam.ReplaceAllString(text, "$1?"))
 				tx, err := db.Beginx() // SAVEPOINT and SET LOCAL need a transaction

@@ -36,7 +36,7 @@ func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, w
 	hour := s.t(now.UTC().Truncate(time.Hour))
 	shard := s.shard(tx)
 	for _, m := range slices.Sorted(slices.Values(metrics)) {
-		if _, err := s.exec(ctx, tx, "count", s.q.Count,
+		if _, err := s.exec(ctx, tx, "count", s.q.StatsAdd,
 			hour, source, workflowID, m, shard); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (s *Store) shard(tx *sqlx.Tx) int {
 // by (none when it knows none).
 func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source, executionID string, metrics ...string) error {
 	var wf string
-	err := s.get(ctx, tx, &wf, "read workflow", s.q.ReadWorkflow, executionID)
+	err := s.get(ctx, tx, &wf, "read workflow", s.q.ExecutionWorkflowOf, executionID)
 	if err != nil && !isNoRows(err) {
 		return err
 	}
@@ -113,19 +113,19 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 		}
 	}
 	cutoff := s.t(s.reviewCutoff())
-	if err := s.selectAll(ctx, q, &o.InReview, "count review queue", s.q.CountReviewQueueByWorkflow, cutoff, f.Source, f.Source); err != nil {
+	if err := s.selectAll(ctx, q, &o.InReview, "count review queue", s.q.EventCountInReviewByWorkflow, cutoff, f.Source, f.Source); err != nil {
 		return o, err
 	}
 	for _, c := range o.InReview {
 		o.ReviewTotal += c.N
 	}
-	if err := s.selectAll(ctx, q, &o.Review, "read review queue", s.q.OverviewReviewQueue, cutoff, f.Source, f.Source); err != nil {
+	if err := s.selectAll(ctx, q, &o.Review, "read review queue", s.q.OverviewInReview, cutoff, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	if err := s.selectAll(ctx, q, &o.Resolutions, "read resolutions", s.q.ReadResolutions, s.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
+	if err := s.selectAll(ctx, q, &o.Resolutions, "read resolutions", s.q.ResolutionRead, s.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
 		return o, err
 	}
-	err := s.selectAll(ctx, q, &o.Alerts, "count alerts", s.q.CountAlertsByKind, from, to, f.Source, f.Source)
+	err := s.selectAll(ctx, q, &o.Alerts, "count alerts", s.q.OutboxCountAlertsByKind, from, to, f.Source, f.Source)
 	return o, err
 }
 
@@ -144,12 +144,12 @@ func (s *Store) CompactStats(ctx context.Context) error {
 	}
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
 		steps := []step{
-			{"merge shards", s.q.MergeShards,
+			{"merge shards", s.q.StatsMergeShards,
 				[]any{closed}},
-			{"merge shards", s.q.DeleteMergedShards, []any{closed}},
+			{"merge shards", s.q.StatsDeleteMergedShards, []any{closed}},
 		}
 		var hours []time.Time
-		if err := s.selectAll(ctx, tx, &hours, "read old hours", s.q.ReadOldHours,
+		if err := s.selectAll(ctx, tx, &hours, "read old hours", s.q.StatsReadOldHours,
 			s.t(fold)); err != nil {
 			return err
 		}
@@ -163,11 +163,11 @@ func (s *Store) CompactStats(ctx context.Context) error {
 				end = fold
 			}
 			steps = append(steps,
-				step{"fold into days", s.q.FoldHoursIntoDays,
+				step{"fold into days", s.q.StatsFoldHours,
 					[]any{s.t(d), s.t(d), s.t(end)}},
-				step{"fold into days", s.q.DeleteFoldedHours, []any{s.t(d), s.t(end)}})
+				step{"fold into days", s.q.StatsDeleteFoldedHours, []any{s.t(d), s.t(end)}})
 		}
-		steps = append(steps, step{"forget old days", s.q.ForgetOldDays,
+		steps = append(steps, step{"forget old days", s.q.StatsForgetOldDays,
 			[]any{s.t(now.Add(-400 * 24 * time.Hour))}})
 		for _, st := range steps {
 			if _, err := s.exec(ctx, tx, st.op, st.query, st.args...); err != nil {
@@ -182,9 +182,9 @@ func (s *Store) CompactStats(ctx context.Context) error {
 // waited for the person who resolved it now.
 func (s *Store) recordResolution(ctx context.Context, tx *sqlx.Tx, source, eventID, item string, now time.Time) error {
 	var since []time.Time
-	if err := s.selectAll(ctx, tx, &since, "read review start", s.q.ReadReviewStart, source, eventID, item); err != nil || len(since) == 0 {
+	if err := s.selectAll(ctx, tx, &since, "read review start", s.q.HistoryReadReviewStart, source, eventID, item); err != nil || len(since) == 0 {
 		return err
 	}
-	_, err := s.exec(ctx, tx, "record resolution", s.q.RecordResolution, s.t(now), source, now.Sub(since[0]).Seconds())
+	_, err := s.exec(ctx, tx, "record resolution", s.q.ResolutionRecord, s.t(now), source, now.Sub(since[0]).Seconds())
 	return err
 }

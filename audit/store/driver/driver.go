@@ -7,6 +7,8 @@ package driver
 
 import (
 	"io"
+	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -23,8 +25,8 @@ type Driver interface {
 	// Exclusive keeps a second process from serving the same database when
 	// the database cannot share (SQLite); nil when it can.
 	Exclusive(where string) (io.Closer, error)
-	// Queries is the text of the driver's .sql file: the statements in
-	// which it differs from the store's shared.sql.
+	// Queries is the text of the driver's .sql files (SQLFiles): the
+	// statements in which it differs from the store's own sql/ files.
 	Queries() string
 	// Migrations returns goose's dialect and the provider's options.
 	Migrations() (goose.Dialect, []goose.ProviderOption, error)
@@ -58,4 +60,24 @@ const (
 type Options struct {
 	MaxConns    int           // PostgreSQL: the pool's size
 	LockTimeout time.Duration // PostgreSQL: every statement's wait for a lock
+}
+
+// SQLFiles returns the text of every sql/*.sql file in fsys, one after the
+// other in the order of their names: a package's statements, kept a file a
+// table.
+func SQLFiles(fsys fs.FS) string {
+	names, err := fs.Glob(fsys, "sql/*.sql")
+	if err != nil || len(names) == 0 {
+		panic("driver: no sql/*.sql files embedded")
+	}
+	var b strings.Builder
+	for _, n := range names { // fs.Glob returns them sorted
+		text, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			panic("driver: " + err.Error())
+		}
+		b.Write(text)
+		b.WriteString("\n")
+	}
+	return b.String()
 }

@@ -7,7 +7,7 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +22,8 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store/driver"
 )
 
-//go:embed queries.sql
-var queries string
+//go:embed sql/*.sql
+var sqlFiles embed.FS
 
 // Driver is the PostgreSQL driver.
 type Driver struct{}
@@ -96,8 +96,8 @@ func (c sessionConnector) Connect(ctx context.Context) (sqldriver.Conn, error) {
 // Exclusive returns nil: instances share a PostgreSQL database.
 func (Driver) Exclusive(string) (io.Closer, error) { return nil, nil }
 
-// Queries returns the statements of queries.sql.
-func (Driver) Queries() string { return queries }
+// Queries returns the statements of the sql/ files.
+func (Driver) Queries() string { return driver.SQLFiles(sqlFiles) }
 
 // Migrations migrates under a session lock: instances starting together
 // must not migrate at once.

@@ -3,7 +3,7 @@
 package sqlite
 
 import (
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +20,8 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store/driver"
 )
 
-//go:embed queries.sql
-var queries string
+//go:embed sql/*.sql
+var sqlFiles embed.FS
 
 // Driver is the SQLite driver.
 type Driver struct{}
@@ -126,8 +126,8 @@ func (Driver) Exclusive(where string) (io.Closer, error) {
 	return f, nil
 }
 
-// Queries returns the statements of queries.sql.
-func (Driver) Queries() string { return queries }
+// Queries returns the statements of the sql/ files.
+func (Driver) Queries() string { return driver.SQLFiles(sqlFiles) }
 
 // Migrations needs no lock: one process serves the file.
 func (Driver) Migrations() (goose.Dialect, []goose.ProviderOption, error) {

@@ -1,0 +1,29 @@
+-- The alerts' outbox (outbox), their Slack threads (slack_threads) and
+-- each channel's pace (slack_channels).
+--
+-- PostgreSQL's statements where it differs from SQLite (the rest are in
+-- ../../sql/, in the file of the same name): row locks that skip what
+-- another session holds, batches as one data-modifying statement, typed
+-- parameters. The files' format is ../../sql/'s.
+
+-- PostgreSQL: empty: ErrorBatchWrite writes the alerts with their counters.
+-- name: OutboxBatchInsert
+
+-- name: OutboxBatchOpenThreads
+WITH v AS (SELECT j->>'thread' AS thread FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:threads AS jsonb)))) AS j)
+SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT thread FROM v)
+
+-- name: OutboxLease
+WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
+  WHERE (o.state = 'pending' OR (o.state = 'sending' AND o.lease_until < :now)) AND o.due_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.thread_key = o.thread_key AND p.id < o.id
+  AND p.state IN ('pending', 'sending'))
+  ORDER BY o.id LIMIT :limit FOR UPDATE SKIP LOCKED)
+  UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1,
+  maybe_sent = (maybe_sent OR state = 'sending'),
+  attempted_by = CASE WHEN state = 'sending' THEN lease_owner ELSE attempted_by END,
+  first_attempt_at = COALESCE(first_attempt_at, :now)
+  WHERE id IN (SELECT id FROM picked)
+  AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
+  RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+  attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent
