@@ -992,7 +992,7 @@ func (w *world) resolve() {
 }
 
 // check compares every stored entry and its history with the world (5),
-// and with what the one-by-one store has.
+// and with what the batch-of-one store has.
 func (w *world) check() {
 	for ev, e := range w.entries {
 		w.checkEntry(ev, e)
