@@ -58,8 +58,14 @@ func loadQueries(own string) (queries, error) {
 
 // putFragments replaces each "{{name}}" in the statements with the fragment
 // of that name: a piece several statements share (the merge of an
-// execution row, the counters' CTE), written once.
+// execution row, the counters' CTE), written once. Fragments do not nest:
+// one that named itself would never end.
 func putFragments(stmts, frags map[string]string) error {
+	for name, body := range frags {
+		if strings.Contains(body, "{{") {
+			return fmt.Errorf("audit: fragment %s names another: fragments do not nest", name)
+		}
+	}
 	used := map[string]bool{}
 	for name, text := range stmts {
 		for {

@@ -28,8 +28,10 @@ func TestABrokenCatalogueStopsOpen(t *testing.T) {
 		"a statement shared and driven": own + "\n-- name: EventRead\nSELECT 1\n",
 		"a fragment no statement uses":  own + "\n-- fragment: unused\nSELECT 1\n",
 		"a fragment not defined":        strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{nosuch}}\n", 1),
-		"a fragment defined twice":      own + "\n-- fragment: counters\nSELECT 1\n",
-		"a fragment left open":          strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{counters\n", 1),
+		"a fragment inside a fragment": strings.Replace(own, "-- name: OutboxLease\n",
+			"-- fragment: outer\n{{counters}}\n\n-- name: OutboxLease\n{{outer}}\n", 1),
+		"a fragment defined twice": own + "\n-- fragment: counters\nSELECT 1\n",
+		"a fragment left open":     strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{counters\n", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := loadQueries(text); err == nil {

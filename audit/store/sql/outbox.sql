@@ -8,6 +8,19 @@
 -- piece several statements share follows a line "-- fragment: name", in
 -- any of the files, and "{{name}}" in a statement stands for it.
 
+-- The lease of the rows a driver's OutboxLease picked (its CTE picked):
+-- sending, for owner until :until; a row found sending whose lease ran out
+-- may have been sent (maybe_sent).
+-- fragment: outbox_lease_update
+  UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1,
+  maybe_sent = (maybe_sent OR state = 'sending'),
+  attempted_by = CASE WHEN state = 'sending' THEN lease_owner ELSE attempted_by END,
+  first_attempt_at = COALESCE(first_attempt_at, :now)
+  WHERE id IN (SELECT id FROM picked)
+  AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
+  RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
+  attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent
+
 -- name: ChannelClaimSlot
 INSERT INTO slack_channels (channel, next_at)
   VALUES (:channel, :next)

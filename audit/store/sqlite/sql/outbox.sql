@@ -26,11 +26,4 @@ WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
   AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.thread_key = o.thread_key AND p.id < o.id
   AND p.state IN ('pending', 'sending'))
   ORDER BY o.id LIMIT :limit)
-  UPDATE outbox SET state = 'sending', lease_owner = :owner, lease_until = :until, attempts = attempts + 1,
-  maybe_sent = (maybe_sent OR state = 'sending'),
-  attempted_by = CASE WHEN state = 'sending' THEN lease_owner ELSE attempted_by END,
-  first_attempt_at = COALESCE(first_attempt_at, :now)
-  WHERE id IN (SELECT id FROM picked)
-  AND (state = 'pending' OR (state = 'sending' AND lease_until < :now))
-  RETURNING id, created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state,
-  attempts, last_error, sent_at, channel, ts, lease_owner, attempted_by, first_attempt_at, maybe_sent
+{{outbox_lease_update}}
