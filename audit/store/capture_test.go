@@ -14,7 +14,7 @@ import (
 // TestCaptureKeepsItsFences: PostgreSQL captures a round's entries in one
 // statement, each claim sent to the step the batch's lock read called for.
 // When the entry is no longer what the lock read, the step's fence holds:
-// the claim is not decided by the round (it goes one by one), the entry is
+// the step does not decide the claim (it takes another step), the entry is
 // left as it is, and the claiming execution is not written. Here the lock's
 // read is made stale on purpose: an entry done since it read failed, and a
 // key another session made after it found none.
@@ -65,6 +65,6 @@ func TestCaptureKeepsItsFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(written, []string{"x1", "x2", "y3"}) {
-		t.Errorf("executions written %v, want x1, x2 and y3 (y1 and y2 go one by one)", written)
+		t.Errorf("executions written %v, want x1, x2 and y3 (y1 and y2 take another step)", written)
 	}
 }

@@ -46,11 +46,9 @@ func (s *Store) prepareClaim(ctx context.Context, c claimInput) claimInput {
 // each event, then the second, and so on, each round in set-based
 // statements that see what the rounds before did, so that claims of one
 // event are decided in the order they came, each after the one before, as
-// one by one. An event with a claim that needs lineage or items, or that
-// meets an entry that moved under it, takes the one-by-one path for the
-// rest of its claims, inside the same transaction. First the batch locks
-// its entries' rows: the claims of an entry whose row another session
-// holds are set aside (batcher.setAside), never waited for.
+// one by one. A batch of one is a round of one. First the batch locks its
+// entries' rows: the claims of an entry whose row another session holds
+// are set aside (batcher.setAside), never waited for.
 func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) error {
 	// The executions the batch names, read once (with the lock on
 	// PostgreSQL): for their lineage, and for the first round, which
@@ -72,13 +70,10 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	if jobs = s.refuseOtherWorkflows(jobs, execs, now); len(jobs) == 0 {
 		return nil
 	}
-	known, held, err := s.lineageInBatch(ctx, tx, jobs, execs, locked.states)
-	if err != nil {
-		return err
-	}
+	known, held := s.lineageInBatch(jobs, execs, locked.states)
 	byKey := map[audit.EventKey][]*claimJob{}
 	var keys []audit.EventKey
-	alone, later := map[audit.EventKey]bool{}, map[audit.EventKey]bool{}
+	later := map[audit.EventKey]bool{}
 	for _, j := range jobs {
 		k := eventKey(j.req.req)
 		if _, ok := byKey[k]; !ok {
@@ -103,50 +98,28 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			continue
 		}
 		byKey[k] = append(byKey[k], j)
-		// Lineage to record, confirmed or only reported (a client's
-		// retry_of roots the execution under the one it names), is
-		// recorded by the one-by-one path.
-		if len(j.req.req.Items) > 0 || j.req.lin.retryOf != "" || len(j.req.lin.hops) > 0 || j.req.req.RetryOf != "" {
-			alone[k] = true
-		}
 	}
 	for round := 0; ; round++ {
 		var batch []*claimJob
 		for _, k := range keys {
-			if js := byKey[k]; !alone[k] && round < len(js) {
+			js := byKey[k]
+			switch {
+			case round >= len(js):
+			case round > 0 && js[round-1].again:
+				js[round].again = true // a claim before it went to ask n8n: it follows
+			default:
 				batch = append(batch, js[round])
 			}
 		}
 		if len(batch) == 0 {
-			break
+			return nil
 		}
-		// The claims the round could not decide wrote nothing: their
-		// events take the one-by-one path.
-		moved, err := s.claimRound(ctx, tx, batch, execs, locked, now)
+		err := s.claimRound(ctx, tx, batch, execs, locked, now)
 		execs = nil // the later rounds read what the rounds before wrote
 		if err != nil {
 			return err
 		}
-		for _, j := range moved {
-			alone[eventKey(j.req.req)] = true
-		}
 	}
-	asking := map[audit.EventKey]bool{} // events with a claim gone to ask n8n: the claims after it follow
-	for _, j := range jobs {            // what the rounds left, in the order it came
-		k := eventKey(j.req.req)
-		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
-			continue
-		}
-		if asking[k] {
-			j.again = true
-			continue
-		}
-		if err := s.claimAlone(ctx, tx, j, now); err != nil {
-			return err
-		}
-		asking[k] = j.again
-	}
-	return nil
 }
 
 // refuseOtherWorkflows refuses, in the order the claims came, a claim
@@ -201,10 +174,10 @@ type lockedEntries struct {
 	// a batch that waited for one would hold its neighbours for the lock
 	// timeout, then fail and run again one by one.
 	held map[audit.EventKey]bool
-	// states are the entries the batch locked, as it locked them: its
-	// statements change them without waiting, and what it reads of them
-	// stays true until it commits. nil: not read (SQLite, where every entry
-	// is the batch's and a statement is no round trip).
+	// states are the entries the batch locked (the entries of its keys
+	// that exist), as it locked them: its statements change them without
+	// waiting, and what it reads of them stays true until it commits. On
+	// SQLite, with one writer, every entry is the batch's.
 	states map[audit.EventKey]entryState
 	// execs are the executions kept under the n8n ids asked for, by n8n
 	// id. nil: not read (SQLite).
@@ -212,14 +185,11 @@ type lockedEntries struct {
 }
 
 // lockEntries locks, in tx, the rows of the entries the jobs are about and
-// reads the executions kept under execIDs, in one statement. On SQLite,
-// with one writer and no row locks, it does nothing: no other session
-// holds an entry, and every entry is the batch's.
+// reads them and the executions kept under execIDs, in one statement. On
+// SQLite, with one writer and no row locks, it reads the entries: no other
+// session holds one.
 func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs []*job[Req, Res],
 	key func(Req) audit.EventKey, execIDs []string) (lockedEntries, error) {
-	if s.q.EventBatchLock == "" {
-		return lockedEntries{}, nil
-	}
 	seen := map[audit.EventKey]bool{}
 	var keys []audit.EventKey
 	for _, j := range jobs {
@@ -247,11 +217,13 @@ func lockEntries[Req, Res any](ctx context.Context, s *Store, tx *sqlx.Tx, jobs 
 	if err := json.Unmarshal(got.Entries, &entries); err != nil {
 		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read", Err: err}
 	}
-	if err := json.Unmarshal(got.Executions, &known); err != nil {
-		return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read executions", Err: err}
+	l := lockedEntries{held: map[audit.EventKey]bool{}, states: make(map[audit.EventKey]entryState, len(entries))}
+	if got.Executions != nil { // NULL: not read
+		if err := json.Unmarshal(got.Executions, &known); err != nil {
+			return lockedEntries{}, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read executions", Err: err}
+		}
+		l.execs = make(map[string]knownExecution, len(known))
 	}
-	l := lockedEntries{held: map[audit.EventKey]bool{}, states: make(map[audit.EventKey]entryState, len(entries)),
-		execs: make(map[string]knownExecution, len(known))}
 	for _, e := range entries {
 		if e.Held {
 			l.held[e.EventKey] = true
@@ -274,16 +246,15 @@ func columnSet(name string, vals []string) string {
 	return rowSet(rows)
 }
 
-// lineageInBatch reads, in the batch's transaction, what decides whether
-// a claim's lineage can matter: known are the executions of which the
+// lineageInBatch finds, from what the batch read, what decides whether a
+// claim's lineage can matter: known are the executions of which the
 // service knows what n8n said (a mode or a retryOf), among the later
 // claims of an event and the claims queued without lineage; held are the
 // executions holding the events of the claims queued without lineage, as
-// the batch starts. Without n8n's API a claim's lineage can say something
-// only when its execution is known, so the holders are read only then, and
-// only when the lock did not read them (states).
-func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	states map[audit.EventKey]entryState) (known map[string]bool, held map[audit.EventKey]string, err error) {
+// the batch starts (states). Without n8n's API a claim's lineage can say
+// something only when its execution is known, so only those are looked at.
+func (s *Store) lineageInBatch(jobs []*claimJob, execs map[string]knownExecution,
+	states map[audit.EventKey]entryState) (known map[string]bool, held map[audit.EventKey]string) {
 	seen := map[audit.EventKey]bool{}
 	var asked, unlearned []*claimJob
 	for _, j := range jobs {
@@ -305,58 +276,14 @@ func (s *Store) lineageInBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 		}
 		unlearned = slices.DeleteFunc(unlearned, func(j *claimJob) bool { return !known[j.req.req.ExecutionID] })
 	}
-	if len(unlearned) == 0 {
-		return known, nil, nil
-	}
-	if states != nil {
-		held = map[audit.EventKey]string{}
-		for _, j := range unlearned {
-			st := states[eventKey(j.req.req)]
-			if st.Status == audit.StatusProcessing && st.Holder != "" && st.ItemCount == 0 {
-				held[eventKey(j.req.req)] = st.Holder
-			}
-		}
-		return known, held, nil
-	}
-	keys := make([]audit.EventKey, 0, len(unlearned))
+	held = map[audit.EventKey]string{}
 	for _, j := range unlearned {
-		keys = append(keys, eventKey(j.req.req))
+		st := states[eventKey(j.req.req)]
+		if st.Status == audit.StatusProcessing && st.Holder != "" && st.ItemCount == 0 {
+			held[eventKey(j.req.req)] = st.Holder
+		}
 	}
-	var holders []struct {
-		audit.EventKey
-		Holder string `db:"holder_execution_id"`
-	}
-	if err := s.namedSelect(ctx, tx, &holders, "read holders", s.q.EventBatchReadHolders, keySet{rowSet(keys)}); err != nil {
-		return nil, nil, err
-	}
-	held = make(map[audit.EventKey]string, len(holders))
-	for _, h := range holders {
-		held[h.EventKey] = h.Holder
-	}
-	return known, held, nil
-}
-
-// claimAlone runs one claim by the one-by-one path, in a savepoint: a claim
-// refused for what it asks writes nothing, and its neighbours go on.
-func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, now time.Time) error {
-	c := &claimer{s: s, tx: tx, req: j.req.req, now: now, lin: j.req.lin}
-	var res audit.ClaimResult
-	answer, err := s.alone(ctx, tx, "claim", func() error {
-		var err error
-		res, err = c.run(ctx)
-		return err
-	})
-	switch {
-	case err != nil:
-		return err
-	case errors.Is(answer, errAskN8N):
-		j.again = true // its caller asks n8n, then it comes again
-	case answer != nil:
-		j.err = answer
-	default:
-		j.res, j.after = res, s.afterClaim(res, c.alerted)
-	}
-	return nil
+	return known, held
 }
 
 // alone runs fn, one request's work inside a batch, in a savepoint of tx.
@@ -398,17 +325,18 @@ func (s *Store) afterClaim(res audit.ClaimResult, alerted bool) func() {
 	}
 }
 
-// claimsFollowUp does, for the few claims of a batch that need it, what
-// the one-by-one path does after the history line: the fingerprint alert,
-// errors that waited for the claim, news in an alerted event's thread.
-func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
+// claimsFollowUp does what follows from the round's history lines, for the
+// claims that need it (follow): those with a second fingerprint, with
+// errors waiting for their executions, that captured an event people were
+// alerted about, and every claim whose execution was recorded alone (a
+// retry, a reused id: rare, and its errors wait under its chain).
+func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, claims []*roundClaim, results []audit.ClaimResult,
 	waiting []waitingError, now time.Time) ([]bool, error) {
-	q := s.q
-	alerted := make([]bool, len(jobs))
+	alerted := make([]bool, len(claims))
 	var threads []string
-	for i, j := range jobs {
+	for i, c := range claims {
 		if res := results[i]; res.Delivery == audit.DeliveryRedelivery && res.Process {
-			threads = append(threads, audit.EventThread(j.req.req.Source, j.req.req.EventID))
+			threads = append(threads, audit.EventThread(c.req.req.Source, c.req.req.EventID))
 		}
 	}
 	pendingFor := map[string]bool{}
@@ -418,27 +346,22 @@ func (s *Store) claimsFollowUp(ctx context.Context, tx *sqlx.Tx, jobs []*claimJo
 	open := map[string]bool{}
 	if len(threads) > 0 {
 		var keys []string
-		if err := s.namedSelect(ctx, tx, &keys, "read threads", q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
+		if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
 			return nil, err
 		}
 		for _, k := range keys {
 			open[k] = true
 		}
 	}
-	for i, j := range jobs {
-		r, res := j.req.req, results[i]
-		if !res.FingerprintMismatch && !pendingFor[r.ExecutionID] && !open[audit.EventThread(r.Source, r.EventID)] {
+	for i, c := range claims {
+		r, res := c.req.req, results[i]
+		if !c.recorded && !res.FingerprintMismatch && !pendingFor[c.id] && !open[audit.EventThread(r.Source, r.EventID)] {
 			continue
 		}
-		c := &claimer{s: s, tx: tx, req: r, now: now, lin: j.req.lin, chain: []string{r.ExecutionID}}
-		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Kind: audit.KindClaim, ExecutionID: r.ExecutionID,
-			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
-			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
-			Message: claimMessage(res, c.chain, res.LineageNote)}
-		if err := c.follow(ctx, res, h); err != nil {
+		var err error
+		if alerted[i], err = s.follow(ctx, tx, c, res, claimHistory(c, res), now); err != nil {
 			return nil, err
 		}
-		alerted[i] = c.alerted
 	}
 	return alerted, nil
 }

@@ -12,67 +12,82 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// claimRound decides one round of a batch: claims that need no lineage,
-// each key once, each execution its own holder. It returns the claims it
-// could not decide (an execution known by more than its id, an entry with
-// items, one that moved between two statements), having written nothing
-// for them but the time their entry was last seen: the caller decides
-// those alone. In order: read the executions, capture the entries, record
-// the deliveries, then write the rest in one go. held is what the batch
-// holds (lockEntries): the round adds the entries it captures.
+// claimRound decides one round of a batch: claims of distinct events, in
+// the order they came. In order: judge the executions (the round records
+// most of them with the capture; one whose lineage or identity needs more
+// is recorded alone first, in a savepoint), refuse a claim whose entry has
+// items it did not name (or none where it named some), capture the
+// entries, decide, record the deliveries, then write the rest in one go.
+// held is what the batch holds (lockEntries): the round adds the entries
+// it captures. The claims it sends again (j.again) wrote nothing.
 func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	held lockedEntries, now time.Time) ([]*claimJob, error) {
+	held lockedEntries, now time.Time) error {
 	if execs == nil {
 		var err error
 		ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 		if execs, err = s.readExecutions(ctx, tx, ids); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	jobs, moved := s.judgeExecutions(jobs, execs, now)
-	if len(jobs) == 0 {
-		return moved, nil
-	}
-	var entries map[audit.EventKey]batchEntry
-	var err error
-	if s.q.EventBatchCapture != "" {
-		entries, err = s.captureRouted(ctx, tx, jobs, held, now)
-	} else {
-		entries, err = s.captureEntries(ctx, tx, jobs, now)
-	}
-	if err != nil {
-		return nil, err
-	}
-	jobs = slices.DeleteFunc(jobs, func(j *claimJob) bool {
-		if _, ok := entries[eventKey(j.req.req)]; !ok {
-			moved = append(moved, j)
-			return true
+	claims := s.judgeExecutions(jobs, execs, now)
+	live := claims[:0:0]
+	for _, c := range claims {
+		if st, exists := held.states[c.key()]; exists && (st.ItemCount > 0) != (len(c.req.req.Items) > 0) {
+			c.err = withItems(c.req.req)
+			if st.ItemCount == 0 {
+				c.err = withoutItems(c.req.req)
+			}
+			continue
 		}
-		return false
-	})
-	if len(jobs) == 0 {
-		return moved, nil
+		if c.recorded {
+			if ok, err := s.recordLineage(ctx, tx, c, now); err != nil {
+				return err
+			} else if !ok {
+				continue
+			}
+		}
+		live = append(live, c)
 	}
-	results := make([]audit.ClaimResult, len(jobs))
-	for i, j := range jobs {
-		results[i] = decideClaim(j, entries[eventKey(j.req.req)], now)
+	events := slices.DeleteFunc(slices.Clone(live), func(c *roundClaim) bool { return len(c.req.req.Items) > 0 })
+	if err := s.captureEvents(ctx, tx, events, held, now); err != nil {
+		return err
 	}
-	if err := s.presentRound(ctx, tx, jobs, results, entries, now); err != nil {
-		return nil, err
+	for _, c := range live {
+		if len(c.req.req.Items) == 0 {
+			continue
+		}
+		if err := s.captureItems(ctx, tx, c, now); err != nil {
+			return err
+		}
+		if c.err == nil {
+			held.states[c.key()] = entryState{Status: c.entry.Status, Holder: c.entry.Holder,
+				ItemCount: max(1, c.entry.ItemCount)}
+		}
 	}
-	waiting, err := s.writeRound(ctx, tx, jobs, results, now)
+	live = slices.DeleteFunc(live, func(c *roundClaim) bool { return c.err != nil })
+	if len(live) == 0 {
+		return nil
+	}
+	results := make([]audit.ClaimResult, len(live))
+	for i, c := range live {
+		results[i] = decideClaim(c, now)
+	}
+	if err := s.presentRound(ctx, tx, live, results, now); err != nil {
+		return err
+	}
+	waiting, err := s.writeRound(ctx, tx, live, results, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	alerted, err := s.claimsFollowUp(ctx, tx, jobs, results, waiting, now)
+	alerted, err := s.claimsFollowUp(ctx, tx, live, results, waiting, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for i, j := range jobs {
-		j.res = results[i]
-		j.after = s.afterClaim(results[i], alerted[i])
+	for i, c := range live {
+		c.res = results[i]
+		c.after = s.afterClaim(results[i], alerted[i])
 	}
-	return moved, nil
+	return nil
 }
 
 // readExecutions reads the executions the service keeps under the given
@@ -89,24 +104,25 @@ func (s *Store) readExecutions(ctx context.Context, tx *sqlx.Tx, ids []string) (
 	return byID, nil
 }
 
-// judgeExecutions returns the claims the round can decide, given the
-// executions the service knows. One it knows goes alone when anything but
-// its id decides whether this claim is its (a reused id, n8n's word to ask
-// for, another workflow), or when it has lineage to walk. A second claim of
-// the round naming one execution id with another workflow is refused, as it
-// would be after the first.
-func (s *Store) judgeExecutions(jobs []*claimJob, byID map[string]knownExecution, now time.Time) (live, moved []*claimJob) {
+// judgeExecutions makes the round's claims, given the executions the
+// service knows: each its own execution, or, when its lineage or identity
+// needs more than its id (needsRecord), marked to be recorded alone. A
+// second claim of the round naming one execution id with another workflow
+// is refused, as it would be after the first.
+func (s *Store) judgeExecutions(jobs []*claimJob, byID map[string]knownExecution, now time.Time) []*roundClaim {
 	workflowOf := map[string]string{} // the workflow an execution of this round claimed with
+	claims := make([]*roundClaim, 0, len(jobs))
 	for _, j := range jobs {
 		r := j.req.req
+		c := &roundClaim{claimJob: j, id: r.ExecutionID, chain: []string{r.ExecutionID}}
+		var known *knownExecution
 		if k, ok := byID[r.ExecutionID]; ok {
-			seen := audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: j.req.lin.self.startedAt()}
-			verdict, _ := audit.Judge(k.domain(), seen, now, s.maxRun)
-			if k.ID != r.ExecutionID || verdict != audit.SameExecution || k.RetryOf != "" ||
-				s.lookup != nil && !j.req.lin.self.tried && k.stale(now) {
-				moved = append(moved, j)
-				continue
-			}
+			known = &k
+		}
+		if s.needsRecord(c, known, now) {
+			c.recorded = true // by recordLineage
+			claims = append(claims, c)
+			continue
 		}
 		if wf, ok := workflowOf[r.ExecutionID]; ok {
 			first := audit.KnownExecution{ID: r.ExecutionID, WorkflowID: wf, FirstSeen: now, LastSeen: now}
@@ -119,9 +135,9 @@ func (s *Store) judgeExecutions(jobs []*claimJob, byID map[string]knownExecution
 		if _, ok := workflowOf[r.ExecutionID]; !ok || r.WorkflowID != "" {
 			workflowOf[r.ExecutionID] = r.WorkflowID
 		}
-		live = append(live, j)
+		claims = append(claims, c)
 	}
-	return live, moved
+	return claims
 }
 
 // batchEntry is an entry as a batch statement returned it.
@@ -141,154 +157,130 @@ type batchEntry struct {
 
 // claimRow is a claim in the row set of a round's capture.
 type claimRow struct {
-	Source      string `json:"source"`
-	EventID     string `json:"event_id"`
-	ExecutionID string `json:"execution_id"`
-	Step        string `json:"step,omitempty"` // EventBatchCapture's: insert, reclaim, hold or touch
+	Source      string   `json:"source"`
+	EventID     string   `json:"event_id"`
+	ExecutionID string   `json:"execution_id"`
+	Chain       []string `json:"chain"`
+	Step        string   `json:"step"`
 }
 
-// captureRouted captures the round's entries in one statement
-// (EventBatchCapture, PostgreSQL), each claim sent to the step its entry's
-// state calls for, as the batch locked it or as an earlier round left it:
-// insert a key the batch does not hold, reclaim a failed entry, touch any
-// other (which holds it when its execution does). The statement writes the
-// executions of the claims it returns that the round decides. An entry
-// that moved since fails its step's fence and is left out, as is one with
-// items; so is a key another session made since the batch locked its
-// entries, since what a statement reads of a row it had to wait for is
-// older than the row.
-func (s *Store) captureRouted(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, held lockedEntries,
-	now time.Time) (map[audit.EventKey]batchEntry, error) {
-	rows := make([]claimRow, 0, len(jobs))
-	var claimed []*claimJob
-	for _, j := range jobs {
-		r := j.req.req
-		k := eventKey(r)
-		row := claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID}
-		st, ok := held.states[k]
-		switch {
-		case !ok:
-			row.Step = "insert"
-		case st.ItemCount > 0:
-			continue // items: one by one
-		case st.Status == audit.StatusFailed:
-			row.Step = "reclaim"
-		default:
-			row.Step = "touch"
+// captureEvents captures the entries of the round's claims without items,
+// each claim sent to the step its entry's state calls for (stepFor), as
+// the batch locked it or as an earlier round left it: on PostgreSQL in one
+// statement (EventBatchCapture), which also writes the executions of the
+// claims it decides; on SQLite a statement a step. An entry that moved
+// since (a key another session made since the batch locked its entries,
+// on PostgreSQL) fails its step's fence and is tried again with the step
+// it calls for, in a statement of its own: what a statement reads of a row
+// it had to wait for is older than the row. A claim whose entry has items
+// is refused.
+func (s *Store) captureEvents(ctx context.Context, tx *sqlx.Tx, claims []*roundClaim, held lockedEntries,
+	now time.Time) error {
+	step := make(map[*roundClaim]string, len(claims))
+	for _, c := range claims {
+		st, exists := held.states[c.key()]
+		step[c] = stepFor(st, exists, true, c.chain)
+	}
+	pending := claims
+	for attempt := 0; attempt < captureAttempts && len(pending) > 0; attempt++ {
+		returned, err := s.captureStep(ctx, tx, pending, step, now)
+		if err != nil {
+			return err
 		}
-		rows = append(rows, row)
-		claimed = append(claimed, j)
-	}
-	got := make(map[audit.EventKey]batchEntry, len(rows))
-	if len(rows) == 0 {
-		return got, nil
-	}
-	var returned []batchEntry
-	if err := s.namedSelect(ctx, tx, &returned, "claim entries", s.q.EventBatchCapture, struct {
-		Claims     string `db:"claims"`
-		Executions string `db:"executions"`
-		Now        any    `db:"now"`
-	}{rowSet(rows), rowSet(roundExecutions(claimed)), s.t(now)}); err != nil {
-		return nil, err
-	}
-	for _, e := range returned {
-		k := audit.EventKey{Source: e.Source, EventID: e.EventID}
-		held.states[k] = e.entryState
-		switch e.Step {
-		case "insert":
-			e.decision = audit.DecisionClaimed
-		case "reclaim":
-			e.decision = audit.DecisionReclaimed
-		default:
-			if e.decision = touched(e.entryState, e.ExecutionID); e.decision == "" {
+		next := pending[:0:0]
+		for _, c := range pending {
+			k := c.key()
+			e, ok := returned[k]
+			if !ok {
+				step[c] = afterMiss(step[c])
+				next = append(next, c)
 				continue
 			}
+			held.states[k] = e.entryState
+			c.entry = e
+			if e.ItemCount > 0 {
+				c.err = withItems(c.req.req)
+				continue
+			}
+			if c.entry.decision = decided(step[c], e.entryState, c.chain); c.entry.decision == "" {
+				step[c] = stepFor(e.entryState, true, true, c.chain)
+				next = append(next, c)
+			}
 		}
-		got[k] = e
+		pending = next
 	}
-	return got, nil
+	for _, c := range pending {
+		c.entry.decision = audit.DecisionInProgress // it will not settle: the safe answer
+	}
+	return nil
 }
 
-// captureEntries captures the round's entries step by step (SQLite): the
-// first statement that returns an entry's row decides. The entries it
-// returns are the ones the round decides; an entry with items, one that
-// failed since the reclaim, one deleted meanwhile is left out (only its
-// last-seen time was touched).
-func (s *Store) captureEntries(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, now time.Time) (map[audit.EventKey]batchEntry, error) {
-	q := s.q
-	got := make(map[audit.EventKey]batchEntry, len(jobs))
-	pending := slices.Clone(jobs)
-	claimant := make(map[audit.EventKey]string, len(jobs)) // one claim an event in a round
-	for _, j := range jobs {
-		claimant[eventKey(j.req.req)] = j.req.req.ExecutionID
+// captureStep runs one step of the capture for the pending claims, each
+// routed to its step, and returns the entries that came back.
+func (s *Store) captureStep(ctx context.Context, tx *sqlx.Tx, pending []*roundClaim, step map[*roundClaim]string,
+	now time.Time) (map[audit.EventKey]batchEntry, error) {
+	rows := make([]claimRow, 0, len(pending))
+	var fresh []*roundClaim // the claims whose executions the capture records
+	for _, c := range pending {
+		r := c.req.req
+		rows = append(rows, claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: c.id, Chain: c.chain,
+			Step: step[c]})
+		if !c.recorded {
+			fresh = append(fresh, c)
+		}
 	}
-	for _, step := range []struct {
-		query    string
-		decision audit.Decision
-	}{
-		{q.EventBatchInsert, audit.DecisionClaimed},
-		{q.EventBatchReclaim, audit.DecisionReclaimed},
-		{q.EventBatchTouch, ""}, // none of those: what is it?
-	} {
-		if len(pending) == 0 {
-			break
-		}
-		rows := make([]claimRow, 0, len(pending))
-		for _, j := range pending {
-			r := j.req.req
-			rows = append(rows, claimRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
-		}
-		var returned []batchEntry
-		if err := s.namedSelect(ctx, tx, &returned, "claim entries", step.query, struct {
-			Claims string `db:"claims"`
-			Now    any    `db:"now"`
-		}{rowSet(rows), s.t(now)}); err != nil {
+	var returned []batchEntry
+	if s.q.EventBatchCapture != "" {
+		if err := s.namedSelect(ctx, tx, &returned, "claim entries", s.q.EventBatchCapture, struct {
+			Claims     string `db:"claims"`
+			Executions string `db:"executions"`
+			Now        any    `db:"now"`
+		}{rowSet(rows), rowSet(roundExecutions(fresh)), s.t(now)}); err != nil {
 			return nil, err
 		}
-		for _, e := range returned {
-			k := audit.EventKey{Source: e.Source, EventID: e.EventID}
-			if e.decision = step.decision; e.decision == "" {
-				if e.decision = touched(e.entryState, claimant[k]); e.decision == "" {
-					continue
-				}
+	} else {
+		arg := struct {
+			Claims string `db:"claims"`
+			Now    any    `db:"now"`
+		}{rowSet(rows), s.t(now)}
+		for _, q := range []struct{ step, query string }{{stepInsert, s.q.EventBatchInsert},
+			{stepReclaim, s.q.EventBatchReclaim}, {stepHold, s.q.EventBatchHold}, {stepTouch, s.q.EventBatchTouch}} {
+			if !slices.ContainsFunc(rows, func(r claimRow) bool { return r.Step == q.step }) {
+				continue
 			}
-			got[k] = e
+			var got []batchEntry
+			if err := s.namedSelect(ctx, tx, &got, "claim entries", q.query, arg); err != nil {
+				return nil, err
+			}
+			for i := range got {
+				got[i].Step = q.step
+			}
+			returned = append(returned, got...)
 		}
-		pending = slices.DeleteFunc(pending, func(j *claimJob) bool {
-			_, ok := got[eventKey(j.req.req)]
-			return ok
-		})
 	}
-	return got, nil
-}
-
-// touched is the decision for a claim whose entry the batch neither
-// inserted nor reclaimed, given the entry as it is: "" when the claim goes
-// one by one (items, or an entry that failed since the batch looked).
-func touched(e entryState, execution string) audit.Decision {
-	switch {
-	case e.ItemCount > 0, e.Status == audit.StatusFailed:
-		return ""
-	case e.Status == audit.StatusProcessing && e.Holder == execution:
-		return audit.DecisionHeld
-	case e.Status == audit.StatusDone:
-		return audit.DecisionDuplicate
+	byKey := make(map[audit.EventKey]batchEntry, len(returned))
+	for _, e := range returned {
+		byKey[audit.EventKey{Source: e.Source, EventID: e.EventID}] = e
 	}
-	return audit.DecisionInProgress
+	return byKey, nil
 }
 
 // decideClaim is what a claim of the round is answered, given its entry
 // as captured, before the deliveries are recorded.
-func decideClaim(j *claimJob, e batchEntry, now time.Time) audit.ClaimResult {
-	r := j.req.req
+func decideClaim(c *roundClaim, now time.Time) audit.ClaimResult {
+	r, e := c.req.req, c.entry
 	d := e.decision
 	res := audit.ClaimResult{Decision: d, Status: e.Status, HolderExecutionID: e.Holder, Process: d.Process(),
-		IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), LineageNote: j.req.lin.noteFor(r.ExecutionID, d),
-		Delivery: audit.DeliveryRedelivery}
-	if d == audit.DecisionClaimed {
+		IdempotencyKey: audit.IdempotencyKey(r.Source, r.EventID, ""), Items: c.items,
+		LineageNote: joinNotes(c.reset, c.req.lin.noteFor(c.id, d)), Delivery: audit.DeliveryRedelivery}
+	switch {
+	case e.Step == stepInsert:
 		res.Delivery = audit.DeliveryFirst
-	} else {
-		res.Class = classify(d, false, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
+	case len(c.chain) > 1:
+		res.Delivery = audit.DeliveryManualRetry
+	}
+	if e.Step != stepInsert {
+		res.Class = classify(d, len(c.chain) > 1, e.previousDelivery, r.DeliveryID, r.WorkflowID, r.Fingerprint, now)
 	}
 	// The count and the fingerprint as the round's write leaves them.
 	fingerprint := e.Fingerprint
@@ -306,28 +298,27 @@ func decideClaim(j *claimJob, e batchEntry, now time.Time) audit.ClaimResult {
 // entries, and records the deliveries with the rest of the round's write;
 // SQLite, whose RETURNING cannot tell, records them here and learns it from
 // what the insert returns.
-func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
-	entries map[audit.EventKey]batchEntry, now time.Time) error {
-	isNew := make(map[audit.EventKey]bool, len(jobs))
+func (s *Store) presentRound(ctx context.Context, tx *sqlx.Tx, claims []*roundClaim, results []audit.ClaimResult,
+	now time.Time) error {
+	isNew := make(map[audit.EventKey]bool, len(claims))
 	if s.q.EventExecutionBatchPresent == "" {
-		for _, j := range jobs {
-			k := eventKey(j.req.req)
-			isNew[k] = !entries[k].Presented.Bool
+		for _, c := range claims {
+			isNew[c.key()] = !c.entry.Presented.Bool
 		}
 	} else {
 		var fresh []audit.EventKey
 		if err := s.namedSelect(ctx, tx, &fresh, "record deliveries", s.q.EventExecutionBatchPresent, struct {
 			Presented string `db:"presented"`
 			Now       any    `db:"now"`
-		}{rowSet(presentRows(jobs, results)), s.t(now)}); err != nil {
+		}{rowSet(presentRows(claims, results)), s.t(now)}); err != nil {
 			return err
 		}
 		for _, f := range fresh {
 			isNew[f] = true
 		}
 	}
-	for i, j := range jobs {
-		if isNew[eventKey(j.req.req)] {
+	for i, c := range claims {
+		if isNew[c.key()] {
 			results[i].Deliveries++
 			continue
 		}
@@ -351,14 +342,14 @@ type presentedRow struct {
 // presentRows are the round's claims as executions presenting their keys:
 // all of them before presentRound, those presenting it for the first time
 // after.
-func presentRows(jobs []*claimJob, results []audit.ClaimResult) []presentedRow {
-	rows := make([]presentedRow, 0, len(jobs))
-	for i, j := range jobs {
-		r, res := j.req.req, results[i]
+func presentRows(claims []*roundClaim, results []audit.ClaimResult) []presentedRow {
+	rows := make([]presentedRow, 0, len(claims))
+	for i, c := range claims {
+		r, res := c.req.req, results[i]
 		if res.Delivery == audit.DeliverySameExecution {
 			continue
 		}
-		rows = append(rows, presentedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
+		rows = append(rows, presentedRow{Source: r.Source, EventID: r.EventID, ExecutionID: c.id,
 			Delivery: string(res.Delivery), Acted: res.Process, DeliveryID: r.DeliveryID, WorkflowID: r.WorkflowID,
 			Class: string(res.Class)})
 	}
@@ -395,6 +386,7 @@ type (
 		Source       string `json:"source"`
 		EventID      string `json:"event_id"`
 		ExecutionID  string `json:"execution_id"`
+		RetryOf      string `json:"retry_of"`
 		WorkflowID   string `json:"workflow_id"`
 		WorkflowName string `json:"workflow_name"`
 		Node         string `json:"node"`
@@ -435,7 +427,7 @@ type roundWrites struct {
 // them in one statement, SQLite one table at a time. Then it reads the
 // errors waiting for the round's executions: on PostgreSQL in the same
 // statement, which began after the capture wrote their rows.
-func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, results []audit.ClaimResult,
+func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, claims []*roundClaim, results []audit.ClaimResult,
 	now time.Time) ([]waitingError, error) {
 	var (
 		acted      []actedRow
@@ -444,18 +436,18 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		counters   []counterRow
 	)
 	counterAt := map[[3]string]int{}
-	for i, j := range jobs {
-		r, res := j.req.req, results[i]
+	for i, c := range claims {
+		r, res := c.req.req, results[i]
 		isNew := res.Delivery != audit.DeliverySameExecution
 		if !isNew && res.Process {
-			acted = append(acted, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
+			acted = append(acted, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: c.id})
 		}
 		deliveries = append(deliveries, deliveryRow{Source: r.Source, EventID: r.EventID, New: isNew,
 			Fingerprint: r.Fingerprint, WorkflowID: r.WorkflowID, DeliveryID: r.DeliveryID})
-		history = append(history, historyRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
-			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Decision: string(res.Decision),
-			Delivery: string(res.Delivery), Class: string(res.Class), Status: string(res.Status),
-			Message: claimMessage(res, []string{r.ExecutionID}, res.LineageNote)})
+		h := claimHistory(c, res)
+		history = append(history, historyRow{Source: h.Source, EventID: h.EventID, ExecutionID: h.ExecutionID,
+			RetryOf: h.RetryOf, WorkflowID: h.WorkflowID, WorkflowName: h.WorkflowName, Node: h.Node,
+			Decision: h.Decision, Delivery: h.Delivery, Class: h.Class, Status: h.Status, Message: h.Message})
 		for _, m := range claimMetrics(res) {
 			k := [3]string{r.Source, r.WorkflowID, m}
 			if at, ok := counterAt[k]; ok {
@@ -467,8 +459,9 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		}
 	}
 	sortCounters(counters) // in key order, so that two rounds lock them in the same order
-	w := roundWrites{Executions: rowSet(roundExecutions(jobs)), Presented: rowSet(presentRows(jobs, results)), Acted: rowSet(acted), Deliveries: rowSet(deliveries),
-		History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
+	fresh := slices.DeleteFunc(slices.Clone(claims), func(c *roundClaim) bool { return c.recorded })
+	w := roundWrites{Executions: rowSet(roundExecutions(fresh)), Presented: rowSet(presentRows(claims, results)),
+		Acted: rowSet(acted), Deliveries: rowSet(deliveries), History: rowSet(history), Counters: rowSet(counters), Now: s.t(now),
 		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
 	var waiting []waitingError
 	if s.q.ClaimBatchWrite != "" {
@@ -484,7 +477,7 @@ func (s *Store) writeRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, r
 		return nil, err
 	}
 	err := s.namedSelect(ctx, tx, &waiting, "find pending errors", s.q.ErrorBatchPending,
-		executionsArg{columnSet("id", uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID }))})
+		executionsArg{columnSet("id", uniqueColumn(fresh, func(c *roundClaim) string { return c.id }))})
 	return waiting, err
 }
 
@@ -495,14 +488,15 @@ type waitingError struct {
 	Root string `db:"root_execution_id"`
 }
 
-// roundExecutions are the executions a round's claims name, one row each
+// roundExecutions are the executions the round's claims name, one row each
 // (one execution claiming several events fills in what a claim lacks), in
-// id order, so that two rounds lock them in the same order.
-func roundExecutions(jobs []*claimJob) []executionRow {
+// id order, so that two rounds lock them in the same order: the claims
+// given are those whose executions the round records (not recorded alone).
+func roundExecutions(claims []*roundClaim) []executionRow {
 	var rows []executionRow
 	at := map[string]int{}
-	for _, j := range jobs {
-		r, lin := j.req.req, j.req.lin
+	for _, c := range claims {
+		r, lin := c.req.req, c.req.lin
 		row := executionRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: lin.mode,
 			ClaimedRetryOf: r.RetryOf, Note: lin.note}
 		i, ok := at[r.ExecutionID]

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -26,62 +27,97 @@ type entryState struct {
 	decision  audit.Decision
 }
 
-// entryQueries are the four statements that capture a ledger entry, for one
-// table: the whole event (webhook_events) or one of its items.
-type entryQueries struct {
-	insert  string // a new key
-	reclaim string // failed → processing
-	hold    string // processing, held by the caller or by what it retries
-	read    string // none of those: what is it?
+// A claim captures its entry (an event's, or an item's) by steps, each one
+// conditional statement: insert a new key, reclaim a failed entry, hold
+// one in progress for the claiming execution when what it retries holds it,
+// or touch it (read it, keeping it as it is). The step comes from the entry
+// as last seen (stepFor); the statement's answer either decides the claim
+// (decided) or, when the entry moved since it was seen (another session,
+// on PostgreSQL), says what to try next. A batch takes its claims' steps
+// together (claimRound); an item's go one at a time (captureItem).
+const (
+	stepInsert  = "insert"
+	stepReclaim = "reclaim"
+	stepHold    = "hold"
+	stepTouch   = "touch"
+)
+
+// captureAttempts bounds the steps of a claim whose entry will not settle:
+// it is then in progress, the safe answer.
+const captureAttempts = 3
+
+// stepFor is the step for an entry as last seen; known: it was seen.
+func stepFor(e entryState, exists, known bool, chain []string) string {
+	switch {
+	case !exists:
+		return stepInsert
+	case !known:
+		return stepTouch
+	case e.Status == audit.StatusFailed:
+		return stepReclaim
+	case e.Status == audit.StatusProcessing && e.Holder != chain[0] && slices.Contains(chain, e.Holder):
+		return stepHold
+	}
+	return stepTouch
 }
 
-func (q queries) eventEntry() entryQueries {
-	return entryQueries{insert: q.EventInsert, reclaim: q.EventReclaim, hold: q.EventHold, read: q.EventTouch}
+// decided is the decision for a claim whose step returned its entry e; ""
+// when the entry calls for another step (it failed, or what the claim
+// retries holds it, since it was seen).
+func decided(step string, e entryState, chain []string) audit.Decision {
+	switch step {
+	case stepInsert:
+		return audit.DecisionClaimed
+	case stepReclaim:
+		return audit.DecisionReclaimed
+	case stepHold:
+		return audit.DecisionHeld
+	}
+	switch {
+	case e.Status == audit.StatusFailed:
+		return ""
+	case e.Status == audit.StatusProcessing && e.Holder == chain[0]:
+		return audit.DecisionHeld
+	case e.Status == audit.StatusProcessing && slices.Contains(chain, e.Holder):
+		return ""
+	case e.Status == audit.StatusDone:
+		return audit.DecisionDuplicate
+	}
+	return audit.DecisionInProgress
 }
 
-// The item statements run after the event's row has been locked (inserted or
-// touched) in the same transaction, so a plain read is consistent.
-func (q queries) itemEntry() entryQueries {
-	return entryQueries{insert: q.ItemInsert, reclaim: q.ItemReclaim, hold: q.ItemHold, read: q.ItemRead}
+// afterMiss is the step after one that returned no entry: the key exists
+// when an insert, a reclaim or a hold found it otherwise; a touch that
+// found none finds it deleted meanwhile.
+func afterMiss(step string) string {
+	if step == stepTouch {
+		return stepInsert
+	}
+	return stepTouch
 }
 
-// claimEntry captures one ledger entry with the first of its statements that
-// returns a row. Between two statements another transaction may move the
-// entry (PostgreSQL); the loop then tries again, and when the entry will not
-// settle, the answer is the safe one: in progress, do nothing.
-func (s *Store) claimEntry(ctx context.Context, tx *sqlx.Tx, q entryQueries, a entryArgs) (entryState, error) {
-	steps := []struct {
-		query    string
-		decision audit.Decision
-	}{{q.insert, audit.DecisionClaimed}, {q.reclaim, audit.DecisionReclaimed}, {q.hold, audit.DecisionHeld}}
+// captureItem captures one item of a claim (a.Item) by its steps, after
+// the claim locked the event's row: the items' statements then run alone.
+func (s *Store) captureItem(ctx context.Context, tx *sqlx.Tx, a entryArgs) (entryState, audit.Decision, error) {
+	q := map[string]string{stepInsert: s.q.ItemInsert, stepReclaim: s.q.ItemReclaim, stepHold: s.q.ItemHold,
+		stepTouch: s.q.ItemRead}
+	step := stepInsert
 	var e entryState
-	for attempt := 0; attempt < 3; attempt++ {
-		for _, step := range steps {
-			ok, err := s.namedGet(ctx, tx, &e, "claim entry", step.query, a)
-			if err != nil || ok {
-				e.decision = step.decision
-				return e, err
-			}
-		}
-		ok, err := s.namedGet(ctx, tx, &e, "read entry", q.read, a)
+	for attempt := 0; attempt < captureAttempts; attempt++ {
+		ok, err := s.namedGet(ctx, tx, &e, "claim item", q[step], a)
 		switch {
 		case err != nil:
-			return e, err
+			return e, "", err
 		case !ok:
-			continue // deleted meanwhile: claim it anew
-		case e.ItemCount > 0:
-			return e, nil // an item event: the caller says what to do
-		case e.Status == audit.StatusDone:
-			e.decision = audit.DecisionDuplicate
-			return e, nil
-		case e.Status == audit.StatusFailed:
-			continue // failed since our reclaim: try to capture it
+			step = afterMiss(step)
+			continue
 		}
-		e.decision = audit.DecisionInProgress
-		return e, nil
+		if d := decided(step, e, a.Chain); d != "" {
+			return e, d, nil
+		}
+		step = stepFor(e, true, true, a.Chain)
 	}
-	e.decision = audit.DecisionInProgress
-	return e, nil
+	return e, audit.DecisionInProgress, nil
 }
 
 // rollUp sets an item event's status from its items: processing while any

@@ -100,26 +100,29 @@ func (s *Store) Statements() map[string]string {
 	return out
 }
 
-// CaptureAs runs one round's capture of reqs (PostgreSQL's EventBatchCapture)
-// as a batch would whose lock found the entries of was in the status given
-// (holder none) and none other, and commits. It returns the events whose
-// claim the round would decide; the rest go one by one.
+// CaptureAs runs one step of a round's capture of reqs (PostgreSQL's
+// EventBatchCapture), each claim routed as a batch would route it whose lock
+// found the entries of was in the status given (holder none) and none
+// other, and commits. It returns the events whose claim the step decided;
+// the rest would take another step.
 func (s *Store) CaptureAs(ctx context.Context, reqs []audit.ClaimRequest, was map[audit.EventKey]audit.Status) ([]audit.EventKey, error) {
-	held := lockedEntries{states: map[audit.EventKey]entryState{}}
-	for k, st := range was {
-		held.states[k] = entryState{Status: st}
-	}
-	jobs := make([]*claimJob, len(reqs))
+	claims := make([]*roundClaim, len(reqs))
+	step := map[*roundClaim]string{}
 	for i, r := range reqs {
-		jobs[i] = &claimJob{ctx: ctx, req: claimInput{req: r}}
+		claims[i] = &roundClaim{claimJob: &claimJob{ctx: ctx, req: claimInput{req: r}}, id: r.ExecutionID,
+			chain: []string{r.ExecutionID}}
+		st, exists := was[eventKey(r)]
+		step[claims[i]] = stepFor(entryState{Status: st}, exists, true, claims[i].chain)
 	}
-	var decided []audit.EventKey
+	var got []audit.EventKey
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		entries, err := s.captureRouted(ctx, tx, jobs, held, time.Now())
-		for k := range entries {
-			decided = append(decided, k)
+		entries, err := s.captureStep(ctx, tx, claims, step, time.Now())
+		for _, c := range claims {
+			if e, ok := entries[c.key()]; ok && e.ItemCount == 0 && decided(step[c], e.entryState, c.chain) != "" {
+				got = append(got, c.key())
+			}
 		}
 		return err
 	})
-	return decided, err
+	return got, err
 }

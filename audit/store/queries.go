@@ -36,6 +36,7 @@ type queries struct {
 	EventBatchCapture                   string
 	EventBatchCountDeliveries           string
 	EventBatchFinish                    string
+	EventBatchHold                      string
 	EventBatchInsert                    string
 	EventBatchLock                      string
 	EventBatchMarkErrors                string
@@ -45,7 +46,6 @@ type queries struct {
 	EventBatchTouch                     string
 	EventContradict                     string
 	EventCount                          string
-	EventCountDelivery                  string
 	EventCountInReview                  string
 	EventCountInReviewByWorkflow        string
 	EventCountUniqueKeys                string
@@ -58,16 +58,12 @@ type queries struct {
 	EventExecutionCount                 string
 	EventExecutionFindEvents            string
 	EventExecutionList                  string
-	EventExecutionMarkActed             string
-	EventExecutionPresent               string
 	EventExecutionReadTouched           string
 	EventExecutionRecordError           string
 	EventExecutionRecordReporter        string
 	EventFindDone                       string
 	EventFindStale                      string
 	EventFinish                         string
-	EventHold                           string
-	EventInsert                         string
 	EventInsertWithItems                string
 	EventKeepEvidence                   string
 	EventList                           string
@@ -77,16 +73,13 @@ type queries struct {
 	EventPrune                          string
 	EventRead                           string
 	EventReadFinished                   string
-	EventReadPresented                  string
 	EventReadState                      string
-	EventReclaim                        string
 	EventResolve                        string
 	EventReviewContradiction            string
 	EventReviewError                    string
 	EventReviewNotHolder                string
 	EventReviewUnknown                  string
 	EventRollUp                         string
-	EventTouch                          string
 	EventTouchReported                  string
 	EventUnknown                        string
 	ExecutionBatchErrorSeen             string

@@ -23,15 +23,6 @@ UPDATE webhook_events SET status = 'processing', review_reason = 'contradiction'
 -- name: EventCount
 SELECT status, count(*) AS n FROM webhook_events GROUP BY status
 
--- name: EventCountDelivery
-UPDATE webhook_events SET deliveries = deliveries + :new,
-  fingerprint = CASE WHEN fingerprint = '' THEN :fingerprint ELSE fingerprint END,
-  first_workflow_id = CASE WHEN first_workflow_id = '' AND :new = 1 THEN :workflow_id ELSE first_workflow_id END,
-  last_delivery_id = CASE WHEN :new = 1 THEN :delivery_id ELSE last_delivery_id END,
-  last_presented_at = CASE WHEN :new = 1 THEN :now ELSE last_presented_at END
-  WHERE source = :source AND event_id = :event_id
-  RETURNING deliveries, fingerprint
-
 -- name: EventCountInReview
 SELECT count(*) FROM webhook_events
   WHERE status = 'processing' AND (review_reason <> '' OR updated_at < ?)
@@ -69,27 +60,15 @@ UPDATE webhook_events SET status = :status, holder_execution_id = :reporter, upd
   AND review_reason <> 'contradiction'
   RETURNING status, holder_execution_id, item_count, review_reason
 
--- name: EventHold
-UPDATE webhook_events SET holder_execution_id = :holder, last_seen_at = :now,
-  updated_at = CASE WHEN holder_execution_id = :holder THEN updated_at ELSE :now END,
-  review_reason = CASE WHEN holder_execution_id = :holder THEN review_reason ELSE '' END,
-  stale_alerted_at = CASE WHEN holder_execution_id = :holder THEN stale_alerted_at ELSE NULL END
-  WHERE source = :source AND event_id = :event_id AND status = 'processing' AND item_count = 0
-  AND holder_execution_id IN (:chain)
-  RETURNING status, holder_execution_id, item_count
-
--- name: EventInsert
-INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
-  VALUES (:source, :event_id, 'processing', :holder, :now, :now, :now)
-  ON CONFLICT (source, event_id) DO NOTHING
-  RETURNING status, holder_execution_id, item_count
-
+-- The event's row of a claim with items, made: returned as
+-- EventBatchCapture returns an entry.
 -- name: EventInsertWithItems
 INSERT INTO webhook_events (source, event_id, status, holder_execution_id, item_count,
   created_at, updated_at, last_seen_at)
   VALUES (:source, :event_id, 'processing', :holder, 1, :now, :now, :now)
   ON CONFLICT (source, event_id) DO NOTHING
-  RETURNING true
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, false AS presented
 
 -- name: EventKeepEvidence
 UPDATE webhook_events SET review_reason = 'not_holder'
@@ -115,10 +94,16 @@ UPDATE webhook_events SET last_seen_at = :now
   WHERE source = :source AND event_id = :event_id
   RETURNING item_count
 
+-- The event's row of a claim with items, locked: returned as
+-- EventBatchCapture returns an entry, with whether the claiming execution
+-- (:holder) presented the key before.
 -- name: EventLockWithItems
 UPDATE webhook_events SET last_seen_at = :now
   WHERE source = :source AND event_id = :event_id
-  RETURNING item_count
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = :source AND x.event_id = :event_id
+  AND x.execution_id = :holder AND x.role = 'claim') AS presented
 
 -- name: EventOtherHolder
 SELECT w.holder_execution_id FROM webhook_events w
@@ -139,19 +124,9 @@ SELECT source, event_id, status, created_at, updated_at, last_seen_at, holder_ex
 SELECT status, holder_execution_id, item_count, review_reason FROM webhook_events
   WHERE source = :source AND event_id = :event_id
 
--- name: EventReadPresented
-SELECT first_workflow_id, last_delivery_id,
-  last_presented_at, fingerprint FROM webhook_events WHERE source = ? AND event_id = ?
-
 -- name: EventReadState
 SELECT status, updated_at, deliveries, crm_ref
   FROM webhook_events WHERE source = ? AND event_id = ?
-
--- name: EventReclaim
-UPDATE webhook_events SET status = 'processing', holder_execution_id = :holder,
-  updated_at = :now, last_seen_at = :now, review_reason = ''
-  WHERE source = :source AND event_id = :event_id AND status = 'failed' AND item_count = 0
-  RETURNING status, holder_execution_id, item_count
 
 -- name: EventResolve
 UPDATE webhook_events SET status = :status, updated_at = :now, last_seen_at = :now, review_reason = '',
@@ -182,11 +157,6 @@ UPDATE webhook_events SET status = :status, item_count = :count,
   updated_at = CASE WHEN status <> :status THEN :now ELSE updated_at END,
   review_reason = CASE WHEN :status <> 'processing' THEN '' ELSE review_reason END,
   holder_execution_id = CASE WHEN :holder <> '' THEN :holder ELSE holder_execution_id END
-  WHERE source = :source AND event_id = :event_id
-  RETURNING status, holder_execution_id, item_count
-
--- name: EventTouch
-UPDATE webhook_events SET last_seen_at = :now
   WHERE source = :source AND event_id = :event_id
   RETURNING status, holder_execution_id, item_count
 

@@ -35,20 +35,6 @@ SELECT x.execution_id, x.workflow_id,
   FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
   WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id LIMIT ?
 
--- name: EventExecutionMarkActed
-UPDATE event_executions SET acted = true
-  WHERE source = :source AND event_id = :event_id AND execution_id = :execution_id AND NOT acted
-
--- name: EventExecutionPresent
-INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id,
-  workflow_id, class, first_seen_at)
-  VALUES (:source, :event_id, :execution_id, 'claim', :delivery, :acted, :delivery_id, :workflow_id, :class, :now)
-  ON CONFLICT (source, event_id, execution_id) DO UPDATE SET role = 'claim', delivery = excluded.delivery,
-  acted = event_executions.acted OR excluded.acted, delivery_id = excluded.delivery_id,
-  workflow_id = excluded.workflow_id, class = excluded.class
-  WHERE event_executions.role <> 'claim'
-  RETURNING execution_id
-
 -- name: EventExecutionReadTouched
 SELECT source, event_id, role, delivery,
   first_seen_at FROM event_executions WHERE execution_id = ? ORDER BY first_seen_at

@@ -38,7 +38,7 @@ WITH execution_rows AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
   j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'node' AS node,
   j->>'decision' AS decision, j->>'delivery' AS delivery, j->>'class' AS class, j->>'status' AS status,
-  j->>'message' AS message
+  j->>'message' AS message, j->>'retry_of' AS retry_of
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
 ), presented AS (
   INSERT INTO event_executions (source, event_id, execution_id, role, delivery, acted, delivery_id, workflow_id,
@@ -66,7 +66,7 @@ WITH execution_rows AS (
 ), history AS (
   INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
   node, decision, delivery, class, status, actor, message, crm_ref)
-  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'claim', r.execution_id, '', r.workflow_id,
+  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'claim', r.execution_id, r.retry_of, r.workflow_id,
   r.workflow_name, r.node, r.decision, r.delivery, r.class, r.status, '', r.message, ''
   FROM history_rows AS r
   RETURNING 1
@@ -80,12 +80,13 @@ SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
   AND root_execution_id IN (SELECT id FROM execution_rows)
 
 -- The capture of a round's entries, in one statement. Each claim of :claims
--- (source, event_id, execution_id, step) names the step the batch expects,
--- from what its lock read: insert a key it did not hold, reclaim a failed
--- entry, touch any other (which holds it when its execution does: Go reads
--- that from the row). Each step keeps its fence: an entry that moved since
--- is not returned, or comes back in a state that sends it one by one
--- (items, failed). Each entry returned says whether the claiming execution presented
+-- (source, event_id, execution_id, chain, step) names the step the batch
+-- expects, from what its lock read: insert a key it did not hold, reclaim a
+-- failed entry, hold one in progress for an execution the claim's retries
+-- (chain: the execution, then the ones it retries), touch any other (which
+-- holds it when its execution does: Go reads that from the row). Each step
+-- keeps its fence: an entry that moved since is not returned, or comes back
+-- in a state that sends it to another step (failed, held by a retried one). Each entry returned says whether the claiming execution presented
 -- the key before (presented), read under the entry's row lock, which the
 -- batch took before (EventBatchLock) or by inserting the row. The
 -- executions of the claims the round decides (:executions, one row each)
@@ -95,7 +96,8 @@ SELECT execution_id, root_execution_id FROM n8n_errors WHERE source IS NULL
 -- the batch to commit and then sees its claim.
 -- name: EventBatchCapture
 WITH r AS (
-  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id, j->>'step' AS step
+  SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id, j->>'step' AS step,
+  j->'chain' AS chain
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:claims AS jsonb)))) AS j
 ), execution_rows AS (
   SELECT j->>'id' AS id, j->>'workflow_id' AS workflow_id, j->>'workflow_name' AS workflow_name, j->>'mode' AS mode,
@@ -119,6 +121,16 @@ WITH r AS (
   w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
   EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
   AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
+), held AS (
+  UPDATE webhook_events AS w SET holder_execution_id = r.execution_id, last_seen_at = CAST(:now AS timestamptz),
+  updated_at = CAST(:now AS timestamptz), review_reason = '', stale_alerted_at = NULL
+  FROM r WHERE r.step = 'hold' AND w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
+  AND w.status = 'processing' AND w.holder_execution_id <> r.execution_id
+  AND w.holder_execution_id IN (SELECT jsonb_array_elements_text(r.chain))
+  RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.item_count, w.fingerprint, w.first_workflow_id,
+  w.last_delivery_id, w.last_presented_at, w.deliveries, r.execution_id, r.step,
+  EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
+  AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 ), touched AS (
   UPDATE webhook_events AS w SET last_seen_at = CAST(:now AS timestamptz)
   FROM r WHERE r.step = 'touch' AND w.source = r.source AND w.event_id = r.event_id
@@ -127,7 +139,7 @@ WITH r AS (
   EXISTS (SELECT 1 FROM event_executions AS x WHERE x.source = r.source AND x.event_id = r.event_id
   AND x.execution_id = r.execution_id AND x.role = 'claim') AS presented
 ), captured AS (
-  SELECT * FROM inserted UNION ALL SELECT * FROM reclaimed UNION ALL SELECT * FROM touched
+  SELECT * FROM inserted UNION ALL SELECT * FROM reclaimed UNION ALL SELECT * FROM held UNION ALL SELECT * FROM touched
 ), executions_upserted AS (
   INSERT INTO executions (execution_id, n8n_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
   root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at)
@@ -166,6 +178,9 @@ UPDATE webhook_events AS w SET status = r.status, holder_execution_id = r.report
   AND w.review_reason <> 'contradiction'
   RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.review_reason,
   EXISTS (SELECT 1 FROM outbox AS o WHERE o.kind = 'alert' AND o.thread_key = r.thread) AS thread_open
+
+-- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
+-- name: EventBatchHold
 
 -- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchInsert

@@ -5,13 +5,14 @@
 -- ../../sql/, in the file of the same name). Each says where and why it
 -- differs. The files' format is ../../sql/'s.
 
--- A round's claims (:claims, a row set of source, event_id, execution_id)
--- as the CTE v of the capture's steps (EventBatchInsert, EventBatchReclaim,
--- EventBatchTouch).
+-- A round's claims (:claims, a row set of source, event_id, execution_id,
+-- chain and step) as the CTE v of the capture's steps (EventBatchInsert,
+-- EventBatchReclaim, EventBatchHold, EventBatchTouch), each of which takes
+-- the claims routed to it.
 -- fragment: claim_rows
 WITH v AS (
   SELECT j.value->>'$.source' AS v_source, j.value->>'$.event_id' AS v_event_id,
-  j.value->>'$.execution_id' AS v_execution_id
+  j.value->>'$.execution_id' AS v_execution_id, j.value->>'$.step' AS v_step, j.value->'$.chain' AS v_chain
   FROM json_each(:claims) AS j
 )
 
@@ -19,9 +20,9 @@ WITH v AS (
 -- of claims one table at a time (PostgreSQL writes them in one).
 -- name: ClaimBatchWrite
 
--- SQLite: empty: no data-modifying WITH; the three statements below
--- capture a round's entries one step at a time, each trying the claims the
--- one before did not return.
+-- SQLite: empty: no data-modifying WITH; the four statements below
+-- capture a round's entries one step at a time, each the claims routed to
+-- it.
 -- name: EventBatchCapture
 
 -- SQLite: each row set is one JSON array of objects, read by name.
@@ -49,6 +50,17 @@ UPDATE webhook_events SET status = r_status, holder_execution_id = r_reporter, u
   AND review_reason <> 'contradiction'
   RETURNING source, event_id, status, holder_execution_id, review_reason, NULL AS thread_open
 
+-- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
+-- name: EventBatchHold
+{{claim_rows}}
+UPDATE webhook_events SET holder_execution_id = v_execution_id, last_seen_at = :now, updated_at = :now,
+  review_reason = '', stale_alerted_at = NULL
+  FROM v WHERE v_step = 'hold' AND source = v_source AND event_id = v_event_id AND item_count = 0
+  AND +status = 'processing' AND holder_execution_id <> v_execution_id
+  AND holder_execution_id IN (SELECT value FROM json_each(v_chain))
+  RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
+  last_delivery_id, last_presented_at, deliveries, NULL AS presented
+
 -- SQLite: RETURNING sees only the table written, not the claim's row:
 -- presented stays NULL, and EventExecutionBatchPresent learns it by
 -- recording the deliveries.
@@ -56,13 +68,21 @@ UPDATE webhook_events SET status = r_status, holder_execution_id = r_reporter, u
 {{claim_rows}}
 INSERT INTO webhook_events (source, event_id, status, holder_execution_id, created_at, updated_at, last_seen_at)
   SELECT v_source, v_event_id, 'processing', v_execution_id, :now, :now, :now
-  FROM v WHERE true ORDER BY v_source, v_event_id
+  FROM v WHERE v_step = 'insert' ORDER BY v_source, v_event_id
   ON CONFLICT (source, event_id) DO NOTHING
   RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
--- SQLite: empty: SQLite has no row locks and one writer, so no entry of a batch can be held by another session.
+-- SQLite: no row locks and one writer: no entry of a batch can be held by
+-- another session, and what this reads stays true until the batch commits.
+-- It reads the entries' states (the claims are routed by them) and leaves
+-- the executions to ExecutionBatchRead (NULL).
 -- name: EventBatchLock
+WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_event_id FROM json_each(:keys) AS j)
+SELECT (SELECT json_group_array(json_object('source', source, 'event_id', event_id, 'status', status,
+  'holder_execution_id', holder_execution_id, 'item_count', item_count))
+  FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id) AS entries,
+  NULL AS executions
 
 -- SQLite: each row set is one JSON array of objects, read by name.
 -- name: EventBatchMarkErrors
@@ -89,14 +109,15 @@ SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source
 {{claim_rows}}
 UPDATE webhook_events SET status = 'processing', holder_execution_id = v_execution_id, updated_at = :now,
   last_seen_at = :now, review_reason = ''
-  FROM v WHERE source = v_source AND event_id = v_event_id AND item_count = 0 AND +status = 'failed'
+  FROM v WHERE v_step = 'reclaim' AND source = v_source AND event_id = v_event_id AND item_count = 0
+  AND +status = 'failed'
   RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at, deliveries, NULL AS presented
 
 -- name: EventBatchTouch
 {{claim_rows}}
 UPDATE webhook_events SET last_seen_at = :now
-  FROM v WHERE source = v_source AND event_id = v_event_id
+  FROM v WHERE v_step = 'touch' AND source = v_source AND event_id = v_event_id
   RETURNING source, event_id, status, holder_execution_id, item_count, fingerprint, first_workflow_id,
   last_delivery_id, last_presented_at, deliveries, NULL AS presented
 

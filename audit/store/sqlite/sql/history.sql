@@ -10,10 +10,10 @@ WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS even
   j.value->>'$.execution_id' AS execution_id, j.value->>'$.workflow_id' AS workflow_id,
   j.value->>'$.workflow_name' AS workflow_name, j.value->>'$.node' AS node, j.value->>'$.decision' AS decision,
   j.value->>'$.delivery' AS delivery, j.value->>'$.class' AS class, j.value->>'$.status' AS status,
-  j.value->>'$.message' AS message FROM json_each(:history) AS j)
+  j.value->>'$.message' AS message, j.value->>'$.retry_of' AS retry_of FROM json_each(:history) AS j)
   INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
   node, decision, delivery, class, status, actor, message, crm_ref)
-  SELECT source, event_id, '', :now, 'claim', execution_id, '', workflow_id, workflow_name,
+  SELECT source, event_id, '', :now, 'claim', execution_id, retry_of, workflow_id, workflow_name,
   node, decision, delivery, class, status, '', message, '' FROM r
 
 -- SQLite: each row set is one JSON array of objects, read by name.
