@@ -126,9 +126,9 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 // naming an execution id that an earlier claim of the batch named with
 // another workflow, and returns the rest. One by one, the first registers
 // the execution and the second is refused; the batch decides events in
-// rounds and takes some events one by one after the others, which is not
-// the order they came. An execution the service already knows is judged
-// against what it knows, in either path.
+// rounds, the first claim of every event before the second of any, which is
+// not the order they came. An execution the service already knows is
+// judged against what it knows.
 func (s *Store) refuseOtherWorkflows(jobs []*claimJob, execs map[string]knownExecution, now time.Time) []*claimJob {
 	workflowOf := map[string]string{}
 	var twice []string
@@ -381,9 +381,6 @@ func uniqueColumn[T any](jobs []T, col func(T) string) []string {
 
 // The named parameters of the batch reads: one row set each.
 type (
-	keySet struct {
-		Keys string `db:"keys"`
-	}
 	executionsArg struct {
 		Executions string `db:"executions"`
 	}

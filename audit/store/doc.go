@@ -10,8 +10,8 @@
 // answer it would have got alone.
 //
 // The store's statements are named and kept a file a table (sql/events.sql,
-// sql/outbox.sql, …), entity first (EventInsert, OutboxLease), a batch's
-// beside the one it batches (EventBatchCapture): in this package's sql/
+// sql/outbox.sql, …), entity first (EventLock, OutboxLease), a batch's
+// beside the one it batches (EventBatchLock): in this package's sql/
 // where both databases agree, in each driver's sql/ where they differ; what else differs
 // between the databases is behind driver.Driver, with one implementation per
 // database (packages postgres and sqlite).

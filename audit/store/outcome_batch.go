@@ -176,12 +176,10 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 	locked lockedEntries) (map[*outcomeJob]bool, error) {
 	seen := map[audit.EventKey]bool{}
 	var asked []*outcomeJob
-	var keys []audit.EventKey
 	for _, j := range jobs {
 		k := reportKey(j.req.req)
 		if !j.req.learned && !seen[k] {
 			asked = append(asked, j)
-			keys = append(keys, k)
 		}
 		seen[k] = true
 	}
@@ -189,24 +187,11 @@ func (s *Store) reportsNeedingLineage(ctx context.Context, tx *sqlx.Tx, jobs []*
 		return nil, nil
 	}
 	held := map[audit.EventKey]string{}
-	if locked.states != nil {
-		for _, j := range asked {
-			k := reportKey(j.req.req)
-			st := locked.states[k]
-			if (st.Status == audit.StatusProcessing || st.Status == audit.StatusFailed) && st.Holder != "" && st.ItemCount == 0 {
-				held[k] = st.Holder
-			}
-		}
-	} else {
-		var holders []struct {
-			audit.EventKey
-			Holder string `db:"holder_execution_id"`
-		}
-		if err := s.namedSelect(ctx, tx, &holders, "read holders", s.q.EventBatchReadReportHolders, keySet{rowSet(keys)}); err != nil {
-			return nil, err
-		}
-		for _, h := range holders {
-			held[h.EventKey] = h.Holder
+	for _, j := range asked {
+		k := reportKey(j.req.req)
+		st := locked.states[k]
+		if (st.Status == audit.StatusProcessing || st.Status == audit.StatusFailed) && st.Holder != "" && st.ItemCount == 0 {
+			held[k] = st.Holder
 		}
 	}
 	var others []string

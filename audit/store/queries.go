@@ -40,8 +40,6 @@ type queries struct {
 	EventBatchInsert                    string
 	EventBatchLock                      string
 	EventBatchMarkErrors                string
-	EventBatchReadHolders               string
-	EventBatchReadReportHolders         string
 	EventBatchReclaim                   string
 	EventBatchTouch                     string
 	EventContradict                     string

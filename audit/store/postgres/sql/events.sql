@@ -214,12 +214,6 @@ SELECT (SELECT coalesce(json_agg(entries), '[]') FROM entries) AS entries,
 -- PostgreSQL: empty: ErrorBatchInsert marks the entries for review with the errors.
 -- name: EventBatchMarkErrors
 
--- PostgreSQL: empty: EventBatchLock reads the holders with the lock.
--- name: EventBatchReadHolders
-
--- PostgreSQL: empty: EventBatchLock reads the holders with the lock.
--- name: EventBatchReadReportHolders
-
 -- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.
 -- name: EventBatchReclaim
 

@@ -93,18 +93,6 @@ UPDATE webhook_events SET review_reason = 'error', last_seen_at = :now
   AND holder_execution_id = r_holder AND review_reason = ''
 
 -- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: EventBatchReadHolders
-WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_event_id FROM json_each(:keys) AS j)
-SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
-  AND item_count = 0 AND +status = 'processing' AND holder_execution_id <> ''
-
--- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
--- name: EventBatchReadReportHolders
-WITH k AS (SELECT j.value->>'$.source' AS k_source, j.value->>'$.event_id' AS k_event_id FROM json_each(:keys) AS j)
-SELECT source, event_id, holder_execution_id FROM k, webhook_events WHERE source = k_source AND event_id = k_event_id
-  AND item_count = 0 AND +status IN ('processing', 'failed') AND holder_execution_id <> ''
-
--- SQLite: +status keeps the planner off the status index, which would read every entry of that status and look each up in the batch.
 -- name: EventBatchReclaim
 {{claim_rows}}
 UPDATE webhook_events SET status = 'processing', holder_execution_id = v_execution_id, updated_at = :now,
