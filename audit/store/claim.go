@@ -49,7 +49,7 @@ func (c *roundClaim) key() audit.EventKey { return eventKey(c.req.req) }
 // id, if any: a reused id, another workflow, n8n's word to ask for).
 func (s *Store) needsRecord(c *roundClaim, known *knownExecution, now time.Time) bool {
 	r, lin := c.req.req, c.req.lin
-	if len(r.Items) > 0 || lin.retryOf != "" || len(lin.hops) > 0 || r.RetryOf != "" {
+	if c.req.lineageToRecord() {
 		return true
 	}
 	if known == nil {

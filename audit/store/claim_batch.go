@@ -33,6 +33,13 @@ func (s *Store) claimInput(ctx context.Context, req audit.ClaimRequest) claimInp
 
 type claimJob = job[claimInput, audit.ClaimResult]
 
+// lineageToRecord reports a claim whose execution is recorded alone
+// whatever the service knows of it: its lineage (confirmed, or a client's
+// retry_of, which roots it under the execution it names), or its items.
+func (c claimInput) lineageToRecord() bool {
+	return len(c.req.Items) > 0 || c.lin.retryOf != "" || len(c.lin.hops) > 0 || c.req.RetryOf != ""
+}
+
 // prepareClaim learns a claim's lineage anew, for a batch that sent it back.
 func (s *Store) prepareClaim(ctx context.Context, c claimInput) claimInput {
 	r := c.req
@@ -72,13 +79,10 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 	}
 	known, held := s.lineageInBatch(jobs, execs, locked.states)
 	byKey := map[audit.EventKey][]*claimJob{}
-	var keys []audit.EventKey
-	later := map[audit.EventKey]bool{}
+	nth := map[*claimJob]int{} // a claim's place among its event's: its round
+	alone, later := map[audit.EventKey]bool{}, map[audit.EventKey]bool{}
 	for _, j := range jobs {
 		k := eventKey(j.req.req)
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, k)
-		}
 		// A claim queued without its lineage that meets another holder,
 		// when its lineage can say anything, goes again with it learned.
 		if h := held[k]; !later[k] && len(byKey[k]) == 0 && !j.req.learned && h != "" &&
@@ -97,29 +101,52 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			j.again, later[k] = true, true // and every claim of the event after it
 			continue
 		}
+		nth[j] = len(byKey[k])
 		byKey[k] = append(byKey[k], j)
+		if j.req.lineageToRecord() {
+			alone[k] = true
+		}
 	}
+	// The rounds, each in the order the claims came. A claim whose
+	// execution must be recorded alone (its lineage, its items, a reused
+	// id) is deferred with the rest of its event: those are decided after
+	// the rounds, a round of one each, in the order they came, since the
+	// execution one records may be the one a later claim is judged against.
 	for round := 0; ; round++ {
 		var batch []*claimJob
-		for _, k := range keys {
-			js := byKey[k]
-			switch {
-			case round >= len(js):
-			case round > 0 && js[round-1].again:
-				js[round].again = true // a claim before it went to ask n8n: it follows
-			default:
-				batch = append(batch, js[round])
+		for _, j := range jobs {
+			if n, ok := nth[j]; ok && n == round && !alone[eventKey(j.req.req)] {
+				batch = append(batch, j)
 			}
 		}
 		if len(batch) == 0 {
-			return nil
+			break
 		}
-		err := s.claimRound(ctx, tx, batch, execs, locked, now)
+		deferred, err := s.claimRound(ctx, tx, batch, execs, locked, now, false)
 		execs = nil // the later rounds read what the rounds before wrote
 		if err != nil {
 			return err
 		}
+		for _, j := range deferred {
+			alone[eventKey(j.req.req)] = true
+		}
 	}
+	asking := map[audit.EventKey]bool{} // events with a claim gone to ask n8n: the claims after it follow
+	for _, j := range jobs {
+		k := eventKey(j.req.req)
+		if undecided := j.err == nil && j.res.Decision == "" && !j.again; !undecided || !alone[k] {
+			continue
+		}
+		if asking[k] {
+			j.again = true
+			continue
+		}
+		if _, err := s.claimRound(ctx, tx, []*claimJob{j}, nil, locked, now, true); err != nil {
+			return err
+		}
+		asking[k] = j.again
+	}
+	return nil
 }
 
 // refuseOtherWorkflows refuses, in the order the claims came, a claim

@@ -14,24 +14,28 @@ import (
 
 // claimRound decides one round of a batch: claims of distinct events, in
 // the order they came. In order: judge the executions (the round records
-// most of them with the capture; one whose lineage or identity needs more
-// is recorded alone first, in a savepoint), refuse a claim whose entry has
-// items it did not name (or none where it named some), capture the
-// entries, decide, record the deliveries, then write the rest in one go.
-// held is what the batch holds (lockEntries): the round adds the entries
-// it captures. The claims it sends again (j.again) wrote nothing.
+// them with the capture; one whose lineage or identity needs more, it
+// returns deferred, unless the round is one such claim alone, which records
+// it first, in a savepoint), refuse a claim whose entry has items it did
+// not name (or none where it named some), capture the entries, decide,
+// record the deliveries, then write the rest in one go. held is what the
+// batch holds (lockEntries): the round adds the entries it captures. The
+// claims it defers or sends again (j.again) wrote nothing.
 func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
-	held lockedEntries, now time.Time) error {
+	held lockedEntries, now time.Time, alone bool) (deferred []*claimJob, err error) {
 	if execs == nil {
-		var err error
 		ids := uniqueColumn(jobs, func(j *claimJob) string { return j.req.req.ExecutionID })
 		if execs, err = s.readExecutions(ctx, tx, ids); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	claims := s.judgeExecutions(jobs, execs, now)
 	live := claims[:0:0]
 	for _, c := range claims {
+		if c.recorded && !alone {
+			deferred = append(deferred, c.claimJob)
+			continue
+		}
 		if st, exists := held.states[c.key()]; exists && (st.ItemCount > 0) != (len(c.req.req.Items) > 0) {
 			c.err = withItems(c.req.req)
 			if st.ItemCount == 0 {
@@ -41,7 +45,7 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 		}
 		if c.recorded {
 			if ok, err := s.recordLineage(ctx, tx, c, now); err != nil {
-				return err
+				return nil, err
 			} else if !ok {
 				continue
 			}
@@ -50,14 +54,14 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	}
 	events := slices.DeleteFunc(slices.Clone(live), func(c *roundClaim) bool { return len(c.req.req.Items) > 0 })
 	if err := s.captureEvents(ctx, tx, events, held, now); err != nil {
-		return err
+		return nil, err
 	}
 	for _, c := range live {
 		if len(c.req.req.Items) == 0 {
 			continue
 		}
 		if err := s.captureItems(ctx, tx, c, now); err != nil {
-			return err
+			return nil, err
 		}
 		if c.err == nil {
 			held.states[c.key()] = entryState{Status: c.entry.Status, Holder: c.entry.Holder,
@@ -66,28 +70,28 @@ func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, e
 	}
 	live = slices.DeleteFunc(live, func(c *roundClaim) bool { return c.err != nil })
 	if len(live) == 0 {
-		return nil
+		return deferred, nil
 	}
 	results := make([]audit.ClaimResult, len(live))
 	for i, c := range live {
 		results[i] = decideClaim(c, now)
 	}
 	if err := s.presentRound(ctx, tx, live, results, now); err != nil {
-		return err
+		return nil, err
 	}
 	waiting, err := s.writeRound(ctx, tx, live, results, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	alerted, err := s.claimsFollowUp(ctx, tx, live, results, waiting, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, c := range live {
 		c.res = results[i]
 		c.after = s.afterClaim(results[i], alerted[i])
 	}
-	return nil
+	return deferred, nil
 }
 
 // readExecutions reads the executions the service keeps under the given
