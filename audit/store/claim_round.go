@@ -389,6 +389,7 @@ type (
 	historyRow struct {
 		Source       string `json:"source"`
 		EventID      string `json:"event_id"`
+		Item         string `json:"item"`
 		ExecutionID  string `json:"execution_id"`
 		RetryOf      string `json:"retry_of"`
 		WorkflowID   string `json:"workflow_id"`

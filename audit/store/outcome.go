@@ -27,21 +27,11 @@ type fenceArgs struct {
 	Now      any      `db:"now"`
 }
 
-// finishQueries move one ledger entry by its holder: finish to done or
-// failed, unknown to review; read says where it is when neither matched.
-//
-// Both are fenced by the holder: the reporter must hold the entry or be a
-// Retry of its holder (chain is the reporter and what it retries, by the
-// lineage n8n confirmed). An entry nobody holds (a row written by SQL)
-// takes the first report. A Retry of the holder may also move a failed
-// entry: nobody captured it since the holder failed, and the retry acted
-// again. The reporter becomes the holder.
+// finishQueries move one ledger entry: finish moves it, read says where
+// it is when finish did not match (an item's outcome report: ItemFinish or
+// ItemUnknown, fenced as EventBatchFinish is; a person's resolution).
 type finishQueries struct {
 	finish, unknown, read string
-}
-
-func (q queries) eventFinish() finishQueries {
-	return finishQueries{finish: q.EventFinish, unknown: q.EventUnknown, read: q.EventReadFinished}
 }
 
 func (q queries) itemFinish() finishQueries {
@@ -71,8 +61,10 @@ func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (au
 	return s.outcomes.do(ctx, outcomeInput{req: req, lin: lin, learned: true})
 }
 
-// reportOutcome runs one report in tx. A refusal is returned apart from err,
-// so that the transaction commits the evidence it wrote.
+// reportOutcome runs one report in tx, after recording its reporter with
+// what n8n said of it: the report is then finished as a round's are
+// (finishReports, finished). A refusal is returned apart from err, so that
+// the transaction commits the evidence it wrote.
 func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, lin lineage, now time.Time) (audit.OutcomeResult, error, bool, error) {
 	rec, err := s.recordReporter(ctx, tx, req, lin, now)
 	if err != nil {
@@ -82,14 +74,19 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 	if id := rec.id(); id != "" {
 		req.ExecutionID = id // the execution as the service keeps it (31~2 for a reused id)
 	}
-	lin.note = joinNotes(rec.reset, lin.note)
-	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
-		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.t(now)}
-	e, changed, err := s.finish(ctx, tx, req, a)
+	rep := &report{req: req, chain: chain, note: joinNotes(rec.reset, lin.note), recorded: true}
+	if err := s.get(ctx, tx, &rep.workflow, "read workflow", s.q.ExecutionWorkflowOf, req.ExecutionID); err != nil &&
+		!isNoRows(err) {
+		return audit.OutcomeResult{}, nil, false, err
+	}
+	changed, err := s.finish(ctx, tx, rep, now)
 	if err != nil {
 		return audit.OutcomeResult{}, nil, false, err
 	}
+	e := rep.e
 	res := audit.OutcomeResult{Changed: changed, Status: e.Status, NeedsReview: e.Status == audit.StatusProcessing && e.ReviewReason != ""}
+	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
+		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.t(now)}
 	if !changed && len(chain) > 0 {
 		kept, handled, alerted, err := s.contradiction(ctx, tx, req, e, a, now)
 		if err != nil {
@@ -113,38 +110,10 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		}
 		return res, refused, false, nil
 	}
-	if req.Item != "" {
-		if _, _, err = s.rollUp(ctx, tx, req.Source, req.EventID, "", now); err != nil {
-			return audit.OutcomeResult{}, nil, false, err
-		}
-	}
-	if _, err := s.namedExec(ctx, tx, "record reporter", s.q.EventExecutionRecordReporter, map[string]any{
-		"source": req.Source, "event_id": req.EventID, "execution_id": req.ExecutionID, "now": s.t(now),
-	}); err != nil {
+	if err := s.finished(ctx, tx, []*report{rep}, now); err != nil {
 		return audit.OutcomeResult{}, nil, false, err
 	}
-	res.Message = reporterMessage(req, chain, lin.note)
-	h := audit.HistoryLine{Source: req.Source, EventID: req.EventID, Item: req.Item, Kind: audit.KindOutcome,
-		ExecutionID: req.ExecutionID, Decision: string(req.Outcome), Status: string(e.Status),
-		Message: res.Message, CRMRef: req.CRMRef}
-	if len(chain) > 1 {
-		h.RetryOf = chain[1]
-	}
-	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
-		return audit.OutcomeResult{}, nil, false, err
-	}
-	metrics := []string{audit.MetricOutcome + string(req.Outcome)}
-	if len(chain) > 1 {
-		metrics = append(metrics, audit.MetricRetry) // n8n's Retry shows itself only here: it does not claim again
-	}
-	if err := s.countFor(ctx, tx, now, req.Source, req.ExecutionID, metrics...); err != nil {
-		return audit.OutcomeResult{}, nil, false, err
-	}
-	if req.Outcome == audit.OutcomeUnknown {
-		return res, nil, true, s.alertEvent(ctx, tx, audit.AlertUnknown, h, now)
-	}
-	sent, err := s.followUp(ctx, tx, h, now)
-	return res, nil, sent, err
+	return rep.res, nil, rep.alerted, nil
 }
 
 // recordReporter records what n8n said of the reporting execution and
@@ -160,49 +129,46 @@ func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.Outco
 		Asked: lin.self.tried}, now)
 }
 
-// finish runs the fenced transition and, when it did not match, reads the
-// entry as it is.
-func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, req audit.OutcomeRequest, a fenceArgs) (finishState, bool, error) {
-	q := s.q.eventFinish()
+// finish runs one report's fenced transition (an event's by
+// finishReports, an item's by its statements, after locking the event's
+// row) and, when it did not match, reads the entry as it is into rep.e.
+func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, rep *report, now time.Time) (bool, error) {
+	req := rep.req
+	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
+		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: rep.chain, Now: s.t(now)}
+	read := s.q.EventReadFinished
 	if req.Item != "" {
-		q = s.q.itemFinish()
+		read = s.q.ItemReadFinished
 		var itemCount int
 		ok, err := s.namedGet(ctx, tx, &itemCount, "lock event", s.q.EventTouchReported, a)
 		switch {
 		case err != nil:
-			return finishState{}, false, err
+			return false, err
 		case !ok:
-			return finishState{}, false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
+			return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
 		case itemCount == 0:
-			return finishState{}, false, audit.FieldErrors{"item": "this event was claimed without items: leave item out"}.Err()
+			return false, audit.FieldErrors{"item": "this event was claimed without items: leave item out"}.Err()
 		}
 	}
-	update := q.finish
-	if req.Outcome == audit.OutcomeUnknown {
-		update = q.unknown
-	}
-	var e finishState
-	if len(a.Chain) > 0 {
-		ok, err := s.namedGet(ctx, tx, &e, "report outcome", update, a)
-		if err != nil || ok {
-			if ok && req.Item != "" && req.Outcome == audit.OutcomeUnknown {
-				_, err = s.namedExec(ctx, tx, "mark for review", s.q.EventReviewUnknown, a)
-			}
-			return e, ok, err
+	if len(rep.chain) > 0 {
+		changed, err := s.finishReports(ctx, tx, []*report{rep}, now)
+		if err != nil || len(changed) > 0 {
+			return len(changed) > 0, err
 		}
 	}
-	ok, err := s.namedGet(ctx, tx, &e, "read entry", q.read, a)
+	e := &rep.e
+	ok, err := s.namedGet(ctx, tx, e, "read entry", read, a)
 	switch {
 	case err != nil:
-		return e, false, err
+		return false, err
 	case !ok && req.Item != "":
-		return e, false, audit.Errorf(audit.CodeNotFound, "no item %q in event %s/%s", req.Item, req.Source, req.EventID)
+		return false, audit.Errorf(audit.CodeNotFound, "no item %q in event %s/%s", req.Item, req.Source, req.EventID)
 	case !ok:
-		return e, false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
+		return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", req.Source, req.EventID)
 	case req.Item == "" && e.ItemCount > 0:
-		return e, false, audit.FieldErrors{"item": "required: this event was claimed with items"}.Err()
+		return false, audit.FieldErrors{"item": "required: this event was claimed with items"}.Err()
 	}
-	return e, false, nil
+	return false, nil
 }
 
 // judge explains a report that moved nothing: a resend of what the

@@ -38,9 +38,9 @@ func plainReports(jobs []*outcomeJob, needs map[*outcomeJob]bool) []*outcomeJob 
 
 // outcomeRound decides, set-based, the plain reports whose reporter the
 // service knows as itself, root of its lineage, and which hold their entry:
-// the fenced transition for all, then one write. It returns the reports it
-// did not decide, having written nothing for them: the batch runs those
-// one by one, as it runs the rest.
+// the fenced transition for all, then one write (finished). It returns the
+// reports it decided; the rest wrote nothing, and the batch runs those
+// alone (reportOutcome), as it runs the rest.
 func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJob, execs map[string]knownExecution,
 	now time.Time) (decided map[*outcomeJob]bool, err error) {
 	if len(jobs) == 0 {
@@ -51,106 +51,227 @@ func (s *Store) outcomeRound(ctx context.Context, tx *sqlx.Tx, jobs []*outcomeJo
 			return nil, err
 		}
 	}
-	known := map[*outcomeJob]knownExecution{}
-	var reports []finishRow
+	var reps []*report
+	of := map[*report]*outcomeJob{}
 	for _, j := range jobs {
 		r := j.req.req
 		k, ok := execs[r.ExecutionID]
 		if !ok || k.ID != r.ExecutionID || audit.N8NID(r.ExecutionID) != r.ExecutionID || k.RetryOf != "" ||
 			s.lookup != nil && k.stale(now) {
-			continue // identify may ask n8n, start a new incarnation, or walk a chain: one by one
+			continue // identify may ask n8n, start a new incarnation, or walk a chain: alone
 		}
 		seen := audit.Sighting{Kind: audit.SeenOutcome, WorkflowID: r.WorkflowID}
 		if verdict, _ := audit.Judge(k.domain(), seen, now, s.maxRun); verdict != audit.SameExecution {
 			continue
 		}
-		known[j] = k
-		reports = append(reports, finishRow{Source: r.Source, EventID: r.EventID, Status: string(r.Outcome),
-			Reporter: r.ExecutionID, CRMRef: r.CRMRef, Thread: audit.EventThread(r.Source, r.EventID)})
+		rep := &report{req: r, chain: []string{r.ExecutionID}, workflow: cmp.Or(r.WorkflowID, k.WorkflowID)}
+		reps = append(reps, rep)
+		of[rep] = j
 	}
-	if len(reports) == 0 {
+	if len(reps) == 0 {
 		return nil, nil
 	}
-	var finished []struct {
-		audit.EventKey
-		Status       audit.Status `db:"status"`
-		Holder       string       `db:"holder_execution_id"`
-		ReviewReason string       `db:"review_reason"`
-		// ThreadOpen: people were alerted about the event (NULL on
-		// SQLite, whose RETURNING sees only the entry: read after).
-		ThreadOpen sql.NullBool `db:"thread_open"`
-	}
-	if err := s.namedSelect(ctx, tx, &finished, "report outcome", s.q.EventBatchFinish,
-		finishArgs{Reports: rowSet(reports), Now: s.t(now)}); err != nil {
+	changed, err := s.finishReports(ctx, tx, reps, now)
+	if err != nil || len(changed) == 0 {
 		return nil, err
 	}
-	state := make(map[audit.EventKey]int, len(finished))
-	for i, f := range finished {
-		state[f.EventKey] = i
+	if err := s.finished(ctx, tx, changed, now); err != nil {
+		return nil, err
 	}
 	decided = map[*outcomeJob]bool{}
-	var done []*outcomeJob
-	var open map[audit.EventKey]bool // nil: to be read
-	if len(finished) > 0 && finished[0].ThreadOpen.Valid {
-		open = make(map[audit.EventKey]bool, len(finished))
-		for _, f := range finished {
-			open[f.EventKey] = f.ThreadOpen.Bool
-		}
-	}
-	var w outcomeWrites
-	counterAt := map[[3]string]int{}
-	for _, j := range jobs {
-		r := j.req.req
-		i, ok := state[audit.EventKey{Source: r.Source, EventID: r.EventID}]
-		if _, judged := known[j]; !judged || !ok {
-			continue
-		}
-		f := finished[i]
+	for _, rep := range changed {
+		j := of[rep]
 		decided[j] = true
-		done = append(done, j)
-		res := audit.OutcomeResult{Changed: true, Status: f.Status,
-			NeedsReview: f.Status == audit.StatusProcessing && f.ReviewReason != "",
-			Message:     reporterMessage(r, []string{r.ExecutionID}, "")}
-		j.res = res
-		w.executions = append(w.executions, seenRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID})
-		w.reporters = append(w.reporters, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
-		w.history = append(w.history, historyRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID,
-			Decision: string(r.Outcome), Status: string(f.Status), Message: res.Message, CRMRef: r.CRMRef})
-		// Counted under the workflow the service knows the reporter by,
-		// once this report is recorded.
-		key := [3]string{r.Source, cmp.Or(r.WorkflowID, known[j].WorkflowID), audit.MetricOutcome + string(r.Outcome)}
-		if at, ok := counterAt[key]; ok {
-			w.counters[at].N++
-			continue
-		}
-		counterAt[key] = len(w.counters)
-		w.counters = append(w.counters, counterRow{Source: key[0], WorkflowID: key[1], Metric: key[2], N: 1})
-	}
-	if len(done) == 0 {
-		return nil, nil
-	}
-	if err := s.writeOutcomes(ctx, tx, w, now); err != nil {
-		return nil, err
-	}
-	alerted, err := s.outcomesFollowUp(ctx, tx, done, open, now)
-	if err != nil {
-		return nil, err
-	}
-	for i, j := range done {
-		j.err = nil
-		j.after = s.afterOutcome(j.req.req, j.res, nil, alerted[i])
+		j.res, j.err = rep.res, nil
+		j.after = s.afterOutcome(j.req.req, rep.res, nil, rep.alerted)
 	}
 	return decided, nil
 }
 
+// report is an outcome report as a round finishes it.
+type report struct {
+	req      audit.OutcomeRequest // its ExecutionID the execution as the service keeps it (31~2)
+	chain    []string             // the reporter, then what it retries (n8n's lineage); empty: not the known one
+	note     string               // what the history says of its lineage
+	workflow string               // the reporter's workflow, as the service knows it: its counters'
+	// recorded: its execution was recorded with what n8n said of it
+	// (recordReporter), not seen by the round's write.
+	recorded   bool
+	e          finishState
+	threadOpen sql.NullBool // people were alerted about its event (EventBatchFinish; NULL: not read)
+	res        audit.OutcomeResult
+	alerted    bool
+}
+
+// finishReports runs the fenced transition of reports of distinct entries
+// whose chains are known: the events' in one statement (EventBatchFinish),
+// the items' one at a time. It returns, in their order, the reports that
+// moved their entry, with the entry as they left it; the others changed
+// nothing.
+func (s *Store) finishReports(ctx context.Context, tx *sqlx.Tx, reps []*report, now time.Time) ([]*report, error) {
+	moved := map[*report]bool{}
+	var rows []finishRow
+	byKey := map[audit.EventKey]*report{}
+	for _, rep := range reps {
+		r := rep.req
+		if r.Item != "" {
+			q := s.q.itemFinish()
+			update := q.finish
+			if r.Outcome == audit.OutcomeUnknown {
+				update = q.unknown
+			}
+			a := fenceArgs{Source: r.Source, EventID: r.EventID, Item: r.Item, Status: string(r.Outcome),
+				CRMRef: r.CRMRef, Reporter: r.ExecutionID, Chain: rep.chain, Now: s.t(now)}
+			ok, err := s.namedGet(ctx, tx, &rep.e, "report outcome", update, a)
+			if err != nil {
+				return nil, err
+			}
+			if ok && r.Outcome == audit.OutcomeUnknown {
+				if _, err = s.namedExec(ctx, tx, "mark for review", s.q.EventReviewUnknown, a); err != nil {
+					return nil, err
+				}
+			}
+			moved[rep] = ok
+			continue
+		}
+		byKey[audit.EventKey{Source: r.Source, EventID: r.EventID}] = rep
+		rows = append(rows, finishRow{Source: r.Source, EventID: r.EventID, Status: string(r.Outcome),
+			Reporter: r.ExecutionID, Chain: rep.chain, CRMRef: r.CRMRef, Thread: audit.EventThread(r.Source, r.EventID)})
+	}
+	if len(rows) > 0 {
+		var got []struct {
+			audit.EventKey
+			Status       audit.Status `db:"status"`
+			Holder       string       `db:"holder_execution_id"`
+			ReviewReason string       `db:"review_reason"`
+			// ThreadOpen: people were alerted about the event (NULL on
+			// SQLite, whose RETURNING sees only the entry: read after).
+			ThreadOpen sql.NullBool `db:"thread_open"`
+		}
+		if err := s.namedSelect(ctx, tx, &got, "report outcome", s.q.EventBatchFinish,
+			finishArgs{Reports: rowSet(rows), Now: s.t(now)}); err != nil {
+			return nil, err
+		}
+		for _, f := range got {
+			rep := byKey[f.EventKey]
+			rep.e = finishState{entryState: entryState{Status: f.Status, Holder: f.Holder}, ReviewReason: f.ReviewReason}
+			rep.threadOpen = f.ThreadOpen
+			moved[rep] = true
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(reps), func(rep *report) bool { return !moved[rep] }), nil
+}
+
+// finished writes what reports that moved their entries leave, in one
+// write: an item event rolled up from its items, the reporters' executions
+// seen (those not recorded alone), the reporters of the events, the
+// history lines, the counters (a Retry's too: n8n's Retry shows itself only
+// here, it does not claim again); then an unknown outcome's alert, or news
+// in an alerted event's thread. It sets each report's answer.
+func (s *Store) finished(ctx context.Context, tx *sqlx.Tx, reps []*report, now time.Time) error {
+	var w outcomeWrites
+	counterAt := map[[3]string]int{}
+	lines := make([]audit.HistoryLine, len(reps))
+	for i, rep := range reps {
+		r := rep.req
+		if r.Item != "" {
+			if _, _, err := s.rollUp(ctx, tx, r.Source, r.EventID, "", now); err != nil {
+				return err
+			}
+		}
+		rep.res = audit.OutcomeResult{Changed: true, Status: rep.e.Status,
+			NeedsReview: rep.e.Status == audit.StatusProcessing && rep.e.ReviewReason != "",
+			Message:     reporterMessage(r, rep.chain, rep.note)}
+		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Item: r.Item, Kind: audit.KindOutcome,
+			ExecutionID: r.ExecutionID, Decision: string(r.Outcome), Status: string(rep.e.Status),
+			Message: rep.res.Message, CRMRef: r.CRMRef}
+		metrics := []string{audit.MetricOutcome + string(r.Outcome)}
+		if len(rep.chain) > 1 {
+			h.RetryOf = rep.chain[1]
+			metrics = append(metrics, audit.MetricRetry)
+		}
+		lines[i] = h
+		if !rep.recorded {
+			w.executions = append(w.executions, seenRow{ID: r.ExecutionID, WorkflowID: r.WorkflowID})
+		}
+		w.reporters = append(w.reporters, actedRow{Source: r.Source, EventID: r.EventID, ExecutionID: r.ExecutionID})
+		w.history = append(w.history, historyRow{Source: h.Source, EventID: h.EventID, Item: h.Item,
+			ExecutionID: h.ExecutionID, RetryOf: h.RetryOf, Decision: h.Decision, Status: h.Status, Message: h.Message,
+			CRMRef: h.CRMRef})
+		for _, m := range metrics {
+			key := [3]string{r.Source, rep.workflow, m}
+			if at, ok := counterAt[key]; ok {
+				w.counters[at].N++
+				continue
+			}
+			counterAt[key] = len(w.counters)
+			w.counters = append(w.counters, counterRow{Source: key[0], WorkflowID: key[1], Metric: key[2], N: 1})
+		}
+	}
+	if err := s.writeOutcomes(ctx, tx, w, now); err != nil {
+		return err
+	}
+	open, err := s.openThreads(ctx, tx, reps)
+	if err != nil {
+		return err
+	}
+	for i, rep := range reps {
+		h := lines[i]
+		switch {
+		case rep.req.Outcome == audit.OutcomeUnknown:
+			rep.alerted = true
+			if err := s.alertEvent(ctx, tx, audit.AlertUnknown, h, now); err != nil {
+				return err
+			}
+		case open[audit.EventKey{Source: h.Source, EventID: h.EventID}]:
+			if rep.alerted, err = s.followUp(ctx, tx, h, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// openThreads says which of the reports' events people were alerted about
+// (an alert in its thread), as EventBatchFinish read it, or read here.
+func (s *Store) openThreads(ctx context.Context, tx *sqlx.Tx, reps []*report) (map[audit.EventKey]bool, error) {
+	open := map[audit.EventKey]bool{}
+	var threads []string
+	for _, rep := range reps {
+		k := audit.EventKey{Source: rep.req.Source, EventID: rep.req.EventID}
+		switch {
+		case rep.req.Outcome == audit.OutcomeUnknown:
+		case rep.threadOpen.Valid:
+			open[k] = open[k] || rep.threadOpen.Bool
+		default:
+			threads = append(threads, audit.EventThread(k.Source, k.EventID))
+		}
+	}
+	if len(threads) == 0 {
+		return open, nil
+	}
+	var keys []string
+	if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
+		return nil, err
+	}
+	for _, rep := range reps {
+		k := audit.EventKey{Source: rep.req.Source, EventID: rep.req.EventID}
+		if slices.Contains(keys, audit.EventThread(k.Source, k.EventID)) {
+			open[k] = true
+		}
+	}
+	return open, nil
+}
+
 // finishRow is one report of a round, for EventBatchFinish.
 type finishRow struct {
-	Source   string `json:"source"`
-	EventID  string `json:"event_id"`
-	Status   string `json:"status"`
-	Reporter string `json:"reporter"`
-	CRMRef   string `json:"crm_ref"`
-	Thread   string `json:"thread"` // its alerts' thread (audit.EventThread)
+	Source   string   `json:"source"`
+	EventID  string   `json:"event_id"`
+	Status   string   `json:"status"`
+	Reporter string   `json:"reporter"`
+	Chain    []string `json:"chain"` // the reporter, then what it retries
+	CRMRef   string   `json:"crm_ref"`
+	Thread   string   `json:"thread"` // its alerts' thread (audit.EventThread)
 }
 
 type finishArgs struct {
@@ -198,40 +319,6 @@ func (s *Store) writeOutcomes(ctx context.Context, tx *sqlx.Tx, w outcomeWrites,
 		writeStep{"record reporter", s.q.EventExecutionBatchReporters},
 		writeStep{"write history", s.q.HistoryBatchInsertOutcomes},
 		writeStep{"count", s.q.StatsBatchAdd})
-}
-
-// outcomesFollowUp posts, for the finished reports of events whose thread
-// is open (people were alerted about them), the news in that thread. open
-// says which are, as the fenced transition read it; nil: read them here.
-func (s *Store) outcomesFollowUp(ctx context.Context, tx *sqlx.Tx, done []*outcomeJob, open map[audit.EventKey]bool,
-	now time.Time) ([]bool, error) {
-	alerted := make([]bool, len(done))
-	if open == nil {
-		threads := uniqueColumn(done, func(j *outcomeJob) string { return audit.EventThread(j.req.req.Source, j.req.req.EventID) })
-		var keys []string
-		if err := s.namedSelect(ctx, tx, &keys, "read threads", s.q.OutboxBatchOpenThreads, threadsArg{columnSet("thread", threads)}); err != nil {
-			return nil, err
-		}
-		open = map[audit.EventKey]bool{}
-		for _, j := range done {
-			r := j.req.req
-			open[audit.EventKey{Source: r.Source, EventID: r.EventID}] = slices.Contains(keys, audit.EventThread(r.Source, r.EventID))
-		}
-	}
-	for i, j := range done {
-		r := j.req.req
-		if !open[audit.EventKey{Source: r.Source, EventID: r.EventID}] {
-			continue
-		}
-		h := audit.HistoryLine{Source: r.Source, EventID: r.EventID, Kind: audit.KindOutcome, ExecutionID: r.ExecutionID,
-			Decision: string(r.Outcome), Status: string(j.res.Status), Message: j.res.Message, CRMRef: r.CRMRef}
-		sent, err := s.followUp(ctx, tx, h, now)
-		if err != nil {
-			return nil, err
-		}
-		alerted[i] = sent
-	}
-	return alerted, nil
 }
 
 // namedSelect runs a query with named parameters and scans its rows into

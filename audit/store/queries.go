@@ -61,7 +61,6 @@ type queries struct {
 	EventExecutionRecordReporter        string
 	EventFindDone                       string
 	EventFindStale                      string
-	EventFinish                         string
 	EventInsertWithItems                string
 	EventKeepEvidence                   string
 	EventList                           string
@@ -79,7 +78,6 @@ type queries struct {
 	EventReviewUnknown                  string
 	EventRollUp                         string
 	EventTouchReported                  string
-	EventUnknown                        string
 	ExecutionBatchErrorSeen             string
 	ExecutionBatchRead                  string
 	ExecutionBatchReadKnown             string

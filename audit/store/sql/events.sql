@@ -51,15 +51,6 @@ SELECT source, event_id, holder_execution_id
   AND (stale_alerted_at IS NULL OR stale_alerted_at < updated_at)
   ORDER BY updated_at LIMIT 100
 
--- name: EventFinish
-UPDATE webhook_events SET status = :status, holder_execution_id = :reporter, updated_at = :now,
-  last_seen_at = :now, review_reason = '', crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-  WHERE source = :source AND event_id = :event_id AND item_count = 0
-  AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-  AND (status = 'processing' OR (status = 'failed' AND holder_execution_id <> :reporter))
-  AND review_reason <> 'contradiction'
-  RETURNING status, holder_execution_id, item_count, review_reason
-
 -- The event's row of a claim with items, made: returned as
 -- EventBatchCapture returns an entry.
 -- name: EventInsertWithItems
@@ -164,18 +155,6 @@ UPDATE webhook_events SET status = :status, item_count = :count,
 UPDATE webhook_events SET last_seen_at = :now
   WHERE source = :source AND event_id = :event_id
   RETURNING item_count
-
--- name: EventUnknown
-UPDATE webhook_events SET status = 'processing', holder_execution_id = :reporter,
-  updated_at = CASE WHEN status = 'processing' THEN updated_at ELSE :now END,
-  review_reason = 'unknown', last_seen_at = :now,
-  crm_ref = CASE WHEN :crm_ref <> '' THEN :crm_ref ELSE crm_ref END
-  WHERE source = :source AND event_id = :event_id AND item_count = 0
-  AND (holder_execution_id IN (:chain) OR holder_execution_id = '')
-  AND ((status = 'processing' AND (review_reason <> 'unknown' OR holder_execution_id <> :reporter))
-  OR (status = 'failed' AND holder_execution_id <> :reporter))
-  AND review_reason <> 'contradiction'
-  RETURNING status, holder_execution_id, item_count, review_reason
 
 -- name: ItemContradict
 UPDATE event_items SET status = 'processing', review_reason = 'contradiction', updated_at = :now,

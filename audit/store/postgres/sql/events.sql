@@ -159,22 +159,32 @@ SELECT source, event_id, status, holder_execution_id, item_count, fingerprint, f
 -- PostgreSQL: empty: ClaimBatchWrite counts the deliveries with the rest.
 -- name: EventBatchCountDeliveries
 
--- The fenced transition of a round of outcome reports, each from the
--- execution that holds its entry (the chain is the reporter alone). Each
--- comes back with whether people were alerted about its event (an alert
--- in its thread), for the news to follow in that thread.
+-- The fenced transition of outcome reports of events, one report an event:
+-- done or failed moves the entry out of processing, unknown puts it in
+-- review. Each report's reporter must hold the entry or be a Retry of its
+-- holder (chain: the reporter, then what it retries, by the lineage n8n
+-- confirmed); an entry nobody holds (a row written by SQL) takes the first
+-- report; a Retry of the holder may also move a failed entry (nobody
+-- captured it since the holder failed, and the retry acted again). The
+-- reporter becomes the holder. Each comes back with whether people were
+-- alerted about its event (an alert in its thread), for the news to follow
+-- in that thread.
 -- name: EventBatchFinish
 WITH r AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'status' AS status, j->>'reporter' AS reporter,
-  j->>'crm_ref' AS crm_ref, j->>'thread' AS thread
+  j->'chain' AS chain, j->>'crm_ref' AS crm_ref, j->>'thread' AS thread
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reports AS jsonb)))) AS j
 )
-UPDATE webhook_events AS w SET status = r.status, holder_execution_id = r.reporter,
-  updated_at = CAST(:now AS timestamptz), last_seen_at = CAST(:now AS timestamptz), review_reason = '',
+UPDATE webhook_events AS w SET status = CASE WHEN r.status = 'unknown' THEN 'processing' ELSE r.status END,
+  holder_execution_id = r.reporter,
+  updated_at = CASE WHEN r.status = 'unknown' AND w.status = 'processing' THEN w.updated_at
+  ELSE CAST(:now AS timestamptz) END,
+  last_seen_at = CAST(:now AS timestamptz), review_reason = CASE WHEN r.status = 'unknown' THEN 'unknown' ELSE '' END,
   crm_ref = CASE WHEN r.crm_ref <> '' THEN r.crm_ref ELSE w.crm_ref END
   FROM r WHERE w.source = r.source AND w.event_id = r.event_id AND w.item_count = 0
-  AND (w.holder_execution_id = r.reporter OR w.holder_execution_id = '')
-  AND (w.status = 'processing' OR (w.status = 'failed' AND w.holder_execution_id <> r.reporter))
+  AND (w.holder_execution_id IN (SELECT jsonb_array_elements_text(r.chain)) OR w.holder_execution_id = '')
+  AND (w.status = 'processing' AND (r.status <> 'unknown' OR w.review_reason <> 'unknown'
+  OR w.holder_execution_id <> r.reporter) OR (w.status = 'failed' AND w.holder_execution_id <> r.reporter))
   AND w.review_reason <> 'contradiction'
   RETURNING w.source, w.event_id, w.status, w.holder_execution_id, w.review_reason,
   EXISTS (SELECT 1 FROM outbox AS o WHERE o.kind = 'alert' AND o.thread_key = r.thread) AS thread_open
@@ -242,7 +252,8 @@ WITH execution_rows AS (
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:reporters AS jsonb)))) AS j
 ), history_rows AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id, j->>'execution_id' AS execution_id,
-  j->>'decision' AS decision, j->>'status' AS status, j->>'message' AS message, j->>'crm_ref' AS crm_ref
+  j->>'decision' AS decision, j->>'status' AS status, j->>'message' AS message, j->>'crm_ref' AS crm_ref,
+  j->>'item' AS item, j->>'retry_of' AS retry_of
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:history AS jsonb)))) AS j
 ), executions_seen AS (
   UPDATE executions AS x SET workflow_id = CASE WHEN r.workflow_id <> '' THEN r.workflow_id ELSE x.workflow_id END,
@@ -257,7 +268,8 @@ WITH execution_rows AS (
 ), history AS (
   INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
   node, decision, delivery, class, status, actor, message, crm_ref, error_id)
-  SELECT r.source, r.event_id, '', CAST(:now AS timestamptz), 'outcome', r.execution_id, '', '', '', '', r.decision,
+  SELECT r.source, r.event_id, r.item, CAST(:now AS timestamptz), 'outcome', r.execution_id, r.retry_of, '', '', '',
+  r.decision,
   '', '', r.status, '', r.message, r.crm_ref, NULL
   FROM history_rows AS r
   RETURNING 1

@@ -40,13 +40,18 @@ WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_
 -- SQLite: each row set is one JSON array of objects, read by name.
 -- name: EventBatchFinish
 WITH r AS (SELECT j.value->>'$.source' AS r_source, j.value->>'$.event_id' AS r_event_id,
-  j.value->>'$.status' AS r_status, j.value->>'$.reporter' AS r_reporter, j.value->>'$.crm_ref' AS r_crm_ref
+  j.value->>'$.status' AS r_status, j.value->>'$.reporter' AS r_reporter, j.value->'$.chain' AS r_chain,
+  j.value->>'$.crm_ref' AS r_crm_ref
   FROM json_each(:reports) AS j)
-UPDATE webhook_events SET status = r_status, holder_execution_id = r_reporter, updated_at = :now,
-  last_seen_at = :now, review_reason = '', crm_ref = CASE WHEN r_crm_ref <> '' THEN r_crm_ref ELSE crm_ref END
+UPDATE webhook_events SET status = CASE WHEN r_status = 'unknown' THEN 'processing' ELSE r_status END,
+  holder_execution_id = r_reporter,
+  updated_at = CASE WHEN r_status = 'unknown' AND status = 'processing' THEN updated_at ELSE :now END,
+  last_seen_at = :now, review_reason = CASE WHEN r_status = 'unknown' THEN 'unknown' ELSE '' END,
+  crm_ref = CASE WHEN r_crm_ref <> '' THEN r_crm_ref ELSE crm_ref END
   FROM r WHERE source = r_source AND event_id = r_event_id AND item_count = 0
-  AND (holder_execution_id = r_reporter OR holder_execution_id = '')
-  AND (+status = 'processing' OR (status = 'failed' AND holder_execution_id <> r_reporter))
+  AND (holder_execution_id IN (SELECT value FROM json_each(r_chain)) OR holder_execution_id = '')
+  AND (+status = 'processing' AND (r_status <> 'unknown' OR review_reason <> 'unknown'
+  OR holder_execution_id <> r_reporter) OR (status = 'failed' AND holder_execution_id <> r_reporter))
   AND review_reason <> 'contradiction'
   RETURNING source, event_id, status, holder_execution_id, review_reason, NULL AS thread_open
 

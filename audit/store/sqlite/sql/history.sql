@@ -31,8 +31,10 @@ INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry
 -- name: HistoryBatchInsertOutcomes
 WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
   j.value->>'$.execution_id' AS execution_id, j.value->>'$.decision' AS decision, j.value->>'$.status' AS status,
-  j.value->>'$.message' AS message, j.value->>'$.crm_ref' AS crm_ref FROM json_each(:history) AS j)
+  j.value->>'$.message' AS message, j.value->>'$.crm_ref' AS crm_ref, j.value->>'$.item' AS item,
+  j.value->>'$.retry_of' AS retry_of FROM json_each(:history) AS j)
 INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of, workflow_id, workflow_name,
   node, decision, delivery, class, status, actor, message, crm_ref, error_id)
-  SELECT source, event_id, '', :now, 'outcome', execution_id, '', '', '', '', decision, '', '', status, '', message,
+  SELECT source, event_id, item, :now, 'outcome', execution_id, retry_of, '', '', '', decision, '', '', status, '',
+  message,
   crm_ref, NULL FROM r
