@@ -98,3 +98,59 @@ func claimLine(r audit.ClaimResult, err error) string {
 	}
 	return fmt.Sprintf("%s %s %s %s %v %v", r.Decision, r.Status, r.HolderExecutionID, r.Delivery, items, err)
 }
+
+// TestReportsAloneWriteAsTheRound: a report the batch runs alone (an
+// item's, a Retry's, an unknown) is moved and written by the round's
+// statements, and its history line keeps what only it has: the item, the
+// execution it retries.
+func TestReportsAloneWriteAsTheRound(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{Lookup: retryOf{"r2", "h1"}})
+		for _, req := range []audit.ClaimRequest{
+			{Source: "shop", EventID: "items", ExecutionID: "i1", Items: []string{"a"}},
+			{Source: "shop", EventID: "retried", ExecutionID: "h1"},
+			{Source: "shop", EventID: "unknown", ExecutionID: "u1"},
+		} {
+			if _, err := s.Claim(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			report                         audit.OutcomeRequest
+			status, item, retryOf, message string
+		}{
+			{audit.OutcomeRequest{Source: "shop", EventID: "items", Item: "a", ExecutionID: "i1", Outcome: audit.OutcomeDone},
+				"done", "a", "", "done by i1"},
+			{audit.OutcomeRequest{Source: "shop", EventID: "retried", ExecutionID: "r2", Outcome: audit.OutcomeDone},
+				"done", "", "h1", "done by retry r2 of h1 (n8n: execution r2 is a retry of the holder h1)"},
+			{audit.OutcomeRequest{Source: "shop", EventID: "unknown", ExecutionID: "u1", Outcome: audit.OutcomeUnknown},
+				"processing", "", "", "unknown by u1"},
+		} {
+			r := c.report
+			res, err := s.ReportOutcome(ctx, r)
+			if err != nil || !res.Changed || string(res.Status) != c.status {
+				t.Errorf("%s by %s: %+v (%v), want %s", r.Outcome, r.ExecutionID, res, err, c.status)
+				continue
+			}
+			d, err := s.Event(ctx, "shop", r.EventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var line *audit.HistoryLine
+			for i := range d.History {
+				if d.History[i].Kind == audit.KindOutcome {
+					line = &d.History[i]
+				}
+			}
+			if line == nil || line.Item != c.item || line.RetryOf != c.retryOf || line.Message != c.message ||
+				line.ExecutionID != r.ExecutionID {
+				t.Errorf("%s by %s: history line %+v, want item %q, retry of %q, %q", r.Outcome, r.ExecutionID, line,
+					c.item, c.retryOf, c.message)
+			}
+		}
+		if d, _ := s.Event(ctx, "shop", "unknown"); d.ReviewReason != "unknown" {
+			t.Errorf("the unknown outcome left review reason %q", d.ReviewReason)
+		}
+	})
+}
