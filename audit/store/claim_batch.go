@@ -78,14 +78,14 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		return nil
 	}
 	known, held := s.lineageInBatch(jobs, execs, locked.states)
-	byKey := map[audit.EventKey][]*claimJob{}
-	nth := map[*claimJob]int{} // a claim's place among its event's: its round
+	count := map[audit.EventKey]int{} // the event's claims decided in this batch
+	nth := map[*claimJob]int{}        // a claim's place among its event's: its round
 	alone, later := map[audit.EventKey]bool{}, map[audit.EventKey]bool{}
 	for _, j := range jobs {
 		k := eventKey(j.req.req)
 		// A claim queued without its lineage that meets another holder,
 		// when its lineage can say anything, goes again with it learned.
-		if h := held[k]; !later[k] && len(byKey[k]) == 0 && !j.req.learned && h != "" &&
+		if h := held[k]; !later[k] && count[k] == 0 && !j.req.learned && h != "" &&
 			h != j.req.req.ExecutionID && (s.lookup != nil || known[j.req.req.ExecutionID]) {
 			j.again, later[k] = true, true
 			continue
@@ -96,13 +96,13 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 		// (n8n's API, a retry_of to check, what n8n told us of it before),
 		// it goes again, its lineage learned anew, once this batch has
 		// committed.
-		if later[k] || len(byKey[k]) > 0 && !j.req.lin.complete &&
+		if later[k] || count[k] > 0 && !j.req.lin.complete &&
 			(s.lookup != nil || j.req.req.RetryOf != "" || known[j.req.req.ExecutionID]) {
 			j.again, later[k] = true, true // and every claim of the event after it
 			continue
 		}
-		nth[j] = len(byKey[k])
-		byKey[k] = append(byKey[k], j)
+		nth[j] = count[k]
+		count[k]++
 		if j.req.lineageToRecord() {
 			alone[k] = true
 		}
