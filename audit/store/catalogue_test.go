@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -128,6 +129,36 @@ func TestEachStatementInItsTablesFile(t *testing.T) {
 			if want != filepath.Base(f) {
 				t.Errorf("%s is in %s; by its name it belongs in %q", name, f, want)
 			}
+		}
+	}
+}
+
+// TestEveryStatementIsUsed: a statement that no code runs is a statement
+// the next reader keeps in step for nothing. Each field of queries must be
+// named (as .Field) in the package's code.
+func TestEveryStatementIsUsed(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	selector := regexp.MustCompile(`\.([A-Z]\w*)\b`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || f == "queries.go" {
+			continue
+		}
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range selector.FindAllStringSubmatch(string(text), -1) {
+			named[m[1]] = true
+		}
+	}
+	q := reflect.TypeOf(queries{})
+	for i := 0; i < q.NumField(); i++ {
+		if name := q.Field(i).Name; !named[name] {
+			t.Errorf("statement %s: no code runs it", name)
 		}
 	}
 }

@@ -58,7 +58,6 @@ type queries struct {
 	EventExecutionList                  string
 	EventExecutionReadTouched           string
 	EventExecutionRecordError           string
-	EventExecutionRecordReporter        string
 	EventFindDone                       string
 	EventFindStale                      string
 	EventInsertWithItems                string
@@ -92,7 +91,6 @@ type queries struct {
 	ExecutionReadRetries                string
 	ExecutionReadRetryOf                string
 	ExecutionReadRoot                   string
-	ExecutionReadWorkflow               string
 	ExecutionSupersede                  string
 	ExecutionUpsert                     string
 	ExecutionWorkflowOf                 string

@@ -44,11 +44,6 @@ INSERT INTO event_executions (source, event_id,
   execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)
   ON CONFLICT (source, event_id, execution_id) DO NOTHING
 
--- name: EventExecutionRecordReporter
-INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
-  VALUES (:source, :event_id, :execution_id, 'report', :now)
-  ON CONFLICT (source, event_id, execution_id) DO NOTHING
-
 -- name: ExecutionDeleteScratch
 DELETE FROM executions WHERE execution_id LIKE :executions
 
@@ -85,9 +80,6 @@ SELECT retry_of FROM executions WHERE execution_id = ?
 
 -- name: ExecutionReadRoot
 SELECT root_execution_id FROM executions WHERE execution_id = :id
-
--- name: ExecutionReadWorkflow
-SELECT workflow_id FROM executions WHERE execution_id = ?
 
 -- name: ExecutionSupersede
 UPDATE executions SET superseded_at = :now WHERE execution_id = :id AND superseded_at IS NULL
