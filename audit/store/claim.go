@@ -62,42 +62,39 @@ func (s *Store) needsRecord(c *roundClaim, known *knownExecution, now time.Time)
 }
 
 // recordLineage records the execution of a claim that needsRecord, with
-// the ancestors n8n told of, in a savepoint: a claim refused for its
-// identity writes nothing, one whose identity n8n's API should confirm
-// first goes again (errAskN8N), and its neighbours go on. It reports
-// whether the claim goes on in the round.
+// the ancestors n8n told of. It runs in a round of one, in the savepoint
+// its batch gave the claim: a claim refused for its identity (c.err), or
+// one whose identity n8n's API should confirm first (c.again: errAskN8N),
+// is rolled back with everything it wrote. It reports whether the claim
+// goes on.
 func (s *Store) recordLineage(ctx context.Context, tx *sqlx.Tx, c *roundClaim, now time.Time) (bool, error) {
 	r, lin := c.req.req, c.req.lin
-	answer, err := s.alone(ctx, tx, "claim", func() error {
-		if err := s.recordHops(ctx, tx, lin, now); err != nil {
-			return err
-		}
-		rec, err := s.recordExecution(ctx, tx, executionRecord{
-			ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
-			RetryOf: lin.retryOf, ClaimedRetryOf: r.RetryOf, Mode: lin.mode, Note: lin.note,
-			Seen:  audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: lin.self.startedAt()},
-			Asked: lin.self.tried,
-		}, now)
-		if err != nil {
-			return err
-		}
-		if len(rec.chain) == 0 {
-			// Taking it for the known one would hand it that one's claim;
-			// taking it for another would give one id two holders.
-			return &audit.Error{Code: audit.CodeConflict, Message: cmp.Or(rec.reset, conflictNote(r.ExecutionID, r.WorkflowID))}
-		}
-		c.id, c.chain, c.reset, c.recorded = rec.id(), rec.chain, rec.reset, true
-		return nil
-	})
+	if err := s.recordHops(ctx, tx, lin, now); err != nil {
+		return false, err
+	}
+	rec, err := s.recordExecution(ctx, tx, executionRecord{
+		ID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
+		RetryOf: lin.retryOf, ClaimedRetryOf: r.RetryOf, Mode: lin.mode, Note: lin.note,
+		Seen:  audit.Sighting{Kind: audit.SeenClaim, WorkflowID: r.WorkflowID, StartedAt: lin.self.startedAt()},
+		Asked: lin.self.tried,
+	}, now)
 	switch {
+	case errors.Is(err, errAskN8N):
+		c.again = true // its caller asks n8n, then it comes again
+		return false, nil
+	case refusal(err):
+		c.err = err
+		return false, nil
 	case err != nil:
 		return false, err
-	case errors.Is(answer, errAskN8N):
-		c.again = true // its caller asks n8n, then it comes again
-	case answer != nil:
-		c.err = answer
+	case len(rec.chain) == 0:
+		// Taking it for the known one would hand it that one's claim;
+		// taking it for another would give one id two holders.
+		c.err = &audit.Error{Code: audit.CodeConflict, Message: cmp.Or(rec.reset, conflictNote(r.ExecutionID, r.WorkflowID))}
+		return false, nil
 	}
-	return answer == nil, nil
+	c.id, c.chain, c.reset, c.recorded = rec.id(), rec.chain, rec.reset, true
+	return true, nil
 }
 
 // captureItems captures a claim's items, one by one, after locking (or

@@ -141,7 +141,7 @@ func (s *Store) claimBatch(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, n
 			j.again = true
 			continue
 		}
-		if _, err := s.claimRound(ctx, tx, []*claimJob{j}, nil, locked, now, true); err != nil {
+		if err := s.claimAlone(ctx, tx, j, locked, now); err != nil {
 			return err
 		}
 		asking[k] = j.again
@@ -311,6 +311,25 @@ func (s *Store) lineageInBatch(jobs []*claimJob, execs map[string]knownExecution
 		}
 	}
 	return known, held
+}
+
+// claimAlone decides one claim in a round of its own, in a savepoint: a
+// claim refused for what it asks (or sent to ask n8n first) writes nothing,
+// whichever step refused it, and its neighbours go on.
+func (s *Store) claimAlone(ctx context.Context, tx *sqlx.Tx, j *claimJob, locked lockedEntries, now time.Time) error {
+	_, err := s.alone(ctx, tx, "claim", func() error {
+		if _, err := s.claimRound(ctx, tx, []*claimJob{j}, nil, locked, now, true); err != nil {
+			return err
+		}
+		switch {
+		case j.again:
+			return errAskN8N
+		case j.err != nil && refusal(j.err):
+			return j.err
+		}
+		return nil
+	})
+	return err
 }
 
 // alone runs fn, one request's work inside a batch, in a savepoint of tx.

@@ -15,8 +15,8 @@ import (
 // claimRound decides one round of a batch: claims of distinct events, in
 // the order they came. In order: judge the executions (the round records
 // them with the capture; one whose lineage or identity needs more, it
-// returns deferred, unless the round is one such claim alone, which records
-// it first, in a savepoint), refuse a claim whose entry has items it did
+// returns deferred, unless the round is one such claim alone, in its
+// savepoint (claimAlone), which records it first), refuse a claim whose entry has items it did
 // not name (or none where it named some), capture the entries, decide,
 // record the deliveries, then write the rest in one go. held is what the
 // batch holds (lockEntries): the round adds the entries it captures. The
