@@ -16,11 +16,12 @@ import (
 // the order they came. In order: judge the executions (the round records
 // them with the capture; one whose lineage or identity needs more, it
 // returns deferred, unless the round is one such claim alone, in its
-// savepoint (claimAlone), which records it first), refuse a claim whose entry has items it did
-// not name (or none where it named some), capture the entries, decide,
-// record the deliveries, then write the rest in one go. held is what the
-// batch holds (lockEntries): the round adds the entries it captures. The
-// claims it defers or sends again (j.again) wrote nothing.
+// savepoint (claimAlone), which records it first), refuse a claim whose
+// entry has items it did not name (or none where it named some), capture
+// the entries, decide, record the deliveries, then write the rest in one
+// go. held is what the batch holds (lockEntries): the round adds the
+// entries it captures. The claims it defers or sends again (j.again) wrote
+// nothing.
 func (s *Store) claimRound(ctx context.Context, tx *sqlx.Tx, jobs []*claimJob, execs map[string]knownExecution,
 	held lockedEntries, now time.Time, alone bool) (deferred []*claimJob, err error) {
 	if execs == nil {
@@ -183,7 +184,7 @@ func (s *Store) captureEvents(ctx context.Context, tx *sqlx.Tx, claims []*roundC
 	step := make(map[*roundClaim]string, len(claims))
 	for _, c := range claims {
 		st, exists := held.states[c.key()]
-		step[c] = stepFor(st, exists, true, c.chain)
+		step[c] = stepFor(st, exists, c.chain)
 	}
 	pending := claims
 	for attempt := 0; attempt < captureAttempts && len(pending) > 0; attempt++ {
@@ -207,7 +208,7 @@ func (s *Store) captureEvents(ctx context.Context, tx *sqlx.Tx, claims []*roundC
 				continue
 			}
 			if c.entry.decision = decided(step[c], e.entryState, c.chain); c.entry.decision == "" {
-				step[c] = stepFor(e.entryState, true, true, c.chain)
+				step[c] = stepFor(e.entryState, true, c.chain)
 				next = append(next, c)
 			}
 		}

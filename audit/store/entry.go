@@ -46,13 +46,11 @@ const (
 // it is then in progress, the safe answer.
 const captureAttempts = 3
 
-// stepFor is the step for an entry as last seen; known: it was seen.
-func stepFor(e entryState, exists, known bool, chain []string) string {
+// stepFor is the step for an entry as last seen (exists: there was one).
+func stepFor(e entryState, exists bool, chain []string) string {
 	switch {
 	case !exists:
 		return stepInsert
-	case !known:
-		return stepTouch
 	case e.Status == audit.StatusFailed:
 		return stepReclaim
 	case e.Status == audit.StatusProcessing && e.Holder != chain[0] && slices.Contains(chain, e.Holder):
@@ -115,7 +113,7 @@ func (s *Store) captureItem(ctx context.Context, tx *sqlx.Tx, a entryArgs) (entr
 		if d := decided(step, e, a.Chain); d != "" {
 			return e, d, nil
 		}
-		step = stepFor(e, true, true, a.Chain)
+		step = stepFor(e, true, a.Chain)
 	}
 	return e, audit.DecisionInProgress, nil
 }

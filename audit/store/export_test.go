@@ -112,7 +112,7 @@ func (s *Store) CaptureAs(ctx context.Context, reqs []audit.ClaimRequest, was ma
 		claims[i] = &roundClaim{claimJob: &claimJob{ctx: ctx, req: claimInput{req: r}}, id: r.ExecutionID,
 			chain: []string{r.ExecutionID}}
 		st, exists := was[eventKey(r)]
-		step[claims[i]] = stepFor(entryState{Status: st}, exists, true, claims[i].chain)
+		step[claims[i]] = stepFor(entryState{Status: st}, exists, claims[i].chain)
 	}
 	var got []audit.EventKey
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {

@@ -38,6 +38,13 @@ func (q queries) itemFinish() finishQueries {
 	return finishQueries{finish: q.ItemFinish, unknown: q.ItemUnknown, read: q.ItemReadFinished}
 }
 
+// fence is a report's parameters for the fenced transitions.
+func (s *Store) fence(rep *report, now time.Time) fenceArgs {
+	r := rep.req
+	return fenceArgs{Source: r.Source, EventID: r.EventID, Item: r.Item, Status: string(r.Outcome),
+		CRMRef: r.CRMRef, Reporter: r.ExecutionID, Chain: rep.chain, Now: s.t(now)}
+}
+
 type finishState struct {
 	entryState
 	ReviewReason string `db:"review_reason"`
@@ -85,8 +92,7 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 	}
 	e := rep.e
 	res := audit.OutcomeResult{Changed: changed, Status: e.Status, NeedsReview: e.Status == audit.StatusProcessing && e.ReviewReason != ""}
-	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
-		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: chain, Now: s.t(now)}
+	a := s.fence(rep, now)
 	if !changed && len(chain) > 0 {
 		kept, handled, alerted, err := s.contradiction(ctx, tx, req, e, a, now)
 		if err != nil {
@@ -104,7 +110,7 @@ func (s *Store) reportOutcome(ctx context.Context, tx *sqlx.Tx, req audit.Outcom
 		if refused != nil && audit.ErrorCode(refused) == audit.CodeNotHolder {
 			alerted, err := s.keepEvidence(ctx, tx, req, e, chain, refused.Error(), now)
 			if err == nil {
-				err = s.countFor(ctx, tx, now, req.Source, req.ExecutionID, audit.MetricRefused)
+				err = s.count(ctx, tx, now, req.Source, rep.workflow, audit.MetricRefused)
 			}
 			return res, refused, alerted, err
 		}
@@ -133,9 +139,7 @@ func (s *Store) recordReporter(ctx context.Context, tx *sqlx.Tx, req audit.Outco
 // finishReports, an item's by its statements, after locking the event's
 // row) and, when it did not match, reads the entry as it is into rep.e.
 func (s *Store) finish(ctx context.Context, tx *sqlx.Tx, rep *report, now time.Time) (bool, error) {
-	req := rep.req
-	a := fenceArgs{Source: req.Source, EventID: req.EventID, Item: req.Item, Status: string(req.Outcome),
-		CRMRef: req.CRMRef, Reporter: req.ExecutionID, Chain: rep.chain, Now: s.t(now)}
+	req, a := rep.req, s.fence(rep, now)
 	read := s.q.EventReadFinished
 	if req.Item != "" {
 		read = s.q.ItemReadFinished

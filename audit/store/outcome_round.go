@@ -120,8 +120,7 @@ func (s *Store) finishReports(ctx context.Context, tx *sqlx.Tx, reps []*report, 
 			if r.Outcome == audit.OutcomeUnknown {
 				update = q.unknown
 			}
-			a := fenceArgs{Source: r.Source, EventID: r.EventID, Item: r.Item, Status: string(r.Outcome),
-				CRMRef: r.CRMRef, Reporter: r.ExecutionID, Chain: rep.chain, Now: s.t(now)}
+			a := s.fence(rep, now)
 			ok, err := s.namedGet(ctx, tx, &rep.e, "report outcome", update, a)
 			if err != nil {
 				return nil, err
