@@ -154,59 +154,7 @@ func TestErrorRoundsRecordWhatOneByOneRecords(t *testing.T) {
 		clock := audittest.NewClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 		batched := audittest.Open(t, dialect, store.Options{Now: clock.Now})
 		alone := audittest.Open(t, dialect, store.Options{Now: clock.Now, Batching: store.Batching{Off: true}})
-		const n = 8
-		for _, s := range []*store.Store{batched, alone} {
-			claim := func(event, exec string) {
-				t.Helper()
-				if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec,
-					WorkflowID: "wf", WorkflowName: "Orders", Node: "Claim"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			report := func(event, exec string, o audit.Outcome) {
-				t.Helper()
-				if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, ExecutionID: exec,
-					WorkflowID: "wf", Outcome: o}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := 0; i < n; i++ {
-				claim(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i)) // finished: a history line
-				report(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i), audit.OutcomeDone)
-				claim(fmt.Sprintf("held%d", i), fmt.Sprintf("xh%d", i)) // held: review and an alert
-				claim(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i)) // alerted before: a reply in the thread
-				report(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i), audit.OutcomeUnknown)
-				claim(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i)) // two events, one finished
-				claim(fmt.Sprintf("b%d", i), fmt.Sprintf("xs%d", i))
-				report(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i), audit.OutcomeDone)
-				claim(fmt.Sprintf("other%d", i), fmt.Sprintf("xo%d", i)) // a redelivery's execution, not the holder
-				claim(fmt.Sprintf("other%d", i), fmt.Sprintf("yo%d", i))
-				if _, err := s.RecordHookReports(ctx, []audit.N8NHookReport{{Phase: audit.PhaseStart, // known, no event
-					ExecutionID: fmt.Sprintf("xn%d", i), WorkflowID: "wf", Mode: "webhook", StartedAt: clock.Now()}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// An entry nobody holds (written by SQL) is the error's to flag.
-			if _, err := s.DB().Exec("UPDATE webhook_events SET holder_execution_id = '' WHERE event_id = 'held0'"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		clock.Advance(time.Minute)
-		errorOf := func(exec, node string) audit.N8NErrorReport {
-			return audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + exec, ExecutionID: exec,
-				WorkflowID: "wf", WorkflowName: "Orders", Mode: "webhook", Node: node, Message: "the CRM timed out"}
-		}
-		var reports []audit.N8NErrorReport
-		for i := 0; i < n; i++ { // a long run of plain payloads
-			reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), ""), errorOf(fmt.Sprintf("xh%d", i), "Create order"),
-				errorOf(fmt.Sprintf("xt%d", i), "Create order"), errorOf(fmt.Sprintf("xs%d", i), "Create order"))
-		}
-		for i := 0; i < n; i++ { // copies (one fills in the node), among payloads that go alone
-			reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), "Create order"), errorOf(fmt.Sprintf("yo%d", i), "Create order"),
-				errorOf(fmt.Sprintf("xh%d", i), "Create order"), errorOf(fmt.Sprintf("xu%d", i), "Create order"),
-				errorOf(fmt.Sprintf("xs%d", i), "Create order"), errorOf(fmt.Sprintf("xo%d", i), "Create order"),
-				errorOf(fmt.Sprintf("xn%d", i), "Create order"))
-		}
+		reports := seedErrorLedgers(t, clock, batched, alone)
 		got, errs := batched.RecordErrorsTogether(ctx, reports)
 		for i, r := range reports {
 			if errs[i] != nil {
@@ -220,13 +168,120 @@ func TestErrorRoundsRecordWhatOneByOneRecords(t *testing.T) {
 				t.Errorf("payload %d (%s): group commit answered %s, one by one %s", i, r.DedupeKey, a, b)
 			}
 		}
-		for _, q := range ledgerDump {
-			a, b := dump(t, batched, q), dump(t, alone, q)
-			if !slices.Equal(a, b) {
-				t.Errorf("%s\ngroup commit:\n%s\none by one:\n%s", q, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		compareLedgers(t, batched, alone, ledgerDump)
+	})
+}
+
+// TestErrorsAloneWriteAsTheRound records the same payloads on two ledgers:
+// on one each goes in a round (plainErrors), on the other alone, because
+// n8n's API answers for every execution there (with what the payloads say).
+// Both must leave the same errors, links, history lines, reviews, alerts
+// and counters: the errors a report alone links write what a round's do.
+func TestErrorsAloneWriteAsTheRound(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		clock := audittest.NewClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+		round := audittest.Open(t, dialect, store.Options{Now: clock.Now})
+		alone := audittest.Open(t, dialect, store.Options{Now: clock.Now, Lookup: retryOf{}})
+		reports := seedErrorLedgers(t, clock, round, alone)
+		for i, r := range reports {
+			a, err := round.RecordError(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := alone.RecordError(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, b := answer(t, round, a), answer(t, alone, b); a != b {
+				t.Errorf("payload %d (%s): in a round %s, alone %s", i, r.DedupeKey, a, b)
 			}
 		}
+		if n := len(dump(t, alone, `SELECT 1 FROM event_history WHERE kind = 'error'`)); n == 0 {
+			t.Fatal("no payload linked an error to an event")
+		}
+		// The executions, and the claims' history lines, differ: n8n's API
+		// was asked of one ledger's, and the claims' lines say so.
+		compareLedgers(t, round, alone, []string{ledgerDump[0], ledgerDump[2], ledgerDump[3], ledgerDump[5], ledgerDump[6],
+			`SELECT h.source, h.event_id, h.at, h.execution_id, h.retry_of, h.workflow_id, h.workflow_name, h.node,
+			h.decision, h.message, e.dedupe_key FROM event_history h JOIN n8n_errors e ON e.id = h.error_id
+			ORDER BY h.source, h.event_id, h.id`})
 	})
+}
+
+// seedErrorLedgers writes the same entries on each store, and returns
+// payloads about them: many plain (of an execution that finished its event,
+// holds it, was alerted about it, touched two events, holds an entry nobody
+// else does), some not (an execution that does not hold its entry, one that
+// touched no event, one the service never saw), with copies.
+func seedErrorLedgers(t *testing.T, clock *audittest.Clock, stores ...*store.Store) []audit.N8NErrorReport {
+	t.Helper()
+	ctx := context.Background()
+	const n = 8
+	for _, s := range stores {
+		claim := func(event, exec string) {
+			t.Helper()
+			if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec,
+				WorkflowID: "wf", WorkflowName: "Orders", Node: "Claim"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		report := func(event, exec string, o audit.Outcome) {
+			t.Helper()
+			if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: event, ExecutionID: exec,
+				WorkflowID: "wf", Outcome: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < n; i++ {
+			claim(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i)) // finished: a history line
+			report(fmt.Sprintf("done%d", i), fmt.Sprintf("xd%d", i), audit.OutcomeDone)
+			claim(fmt.Sprintf("held%d", i), fmt.Sprintf("xh%d", i)) // held: review and an alert
+			claim(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i)) // alerted before: a reply in the thread
+			report(fmt.Sprintf("told%d", i), fmt.Sprintf("xt%d", i), audit.OutcomeUnknown)
+			claim(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i)) // two events, one finished
+			claim(fmt.Sprintf("b%d", i), fmt.Sprintf("xs%d", i))
+			report(fmt.Sprintf("a%d", i), fmt.Sprintf("xs%d", i), audit.OutcomeDone)
+			claim(fmt.Sprintf("other%d", i), fmt.Sprintf("xo%d", i)) // a redelivery's execution, not the holder
+			claim(fmt.Sprintf("other%d", i), fmt.Sprintf("yo%d", i))
+			if _, err := s.RecordHookReports(ctx, []audit.N8NHookReport{{Phase: audit.PhaseStart, // known, no event
+				ExecutionID: fmt.Sprintf("xn%d", i), WorkflowID: "wf", Mode: "webhook", StartedAt: clock.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// An entry nobody holds (written by SQL) is the error's to flag.
+		if _, err := s.DB().Exec("UPDATE webhook_events SET holder_execution_id = '' WHERE event_id = 'held0'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Minute)
+	errorOf := func(exec, node string) audit.N8NErrorReport {
+		return audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + exec, ExecutionID: exec,
+			WorkflowID: "wf", WorkflowName: "Orders", Mode: "webhook", Node: node, Message: "the CRM timed out"}
+	}
+	var reports []audit.N8NErrorReport
+	for i := 0; i < n; i++ { // a long run of plain payloads
+		reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), ""), errorOf(fmt.Sprintf("xh%d", i), "Create order"),
+			errorOf(fmt.Sprintf("xt%d", i), "Create order"), errorOf(fmt.Sprintf("xs%d", i), "Create order"))
+	}
+	for i := 0; i < n; i++ { // copies (one fills in the node), among payloads that go alone
+		reports = append(reports, errorOf(fmt.Sprintf("xd%d", i), "Create order"), errorOf(fmt.Sprintf("yo%d", i), "Create order"),
+			errorOf(fmt.Sprintf("xh%d", i), "Create order"), errorOf(fmt.Sprintf("xu%d", i), "Create order"),
+			errorOf(fmt.Sprintf("xs%d", i), "Create order"), errorOf(fmt.Sprintf("xo%d", i), "Create order"),
+			errorOf(fmt.Sprintf("xn%d", i), "Create order"))
+	}
+	return reports
+}
+
+// compareLedgers fails the test where the two stores' tables differ.
+func compareLedgers(t *testing.T, a, b *store.Store, queries []string) {
+	t.Helper()
+	for _, q := range queries {
+		x, y := dump(t, a, q), dump(t, b, q)
+		if !slices.Equal(x, y) {
+			t.Errorf("%s\nfirst:\n%s\nsecond:\n%s", q, strings.Join(x, "\n"), strings.Join(y, "\n"))
+		}
+	}
 }
 
 // answer is an error's answer with the error named by its dedupe key.
@@ -305,4 +360,66 @@ func dump(t *testing.T, s *store.Store, q string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestErrorsLinkedAloneJoinTheirEvents covers what only a report recorded
+// alone, or an error its claim links, writes: a Retry's error, linked to
+// the event through the execution it retries, makes the Retry part of the
+// event and flags the entry its lineage holds; an error that came before
+// its execution's claim is linked by the claim, and flags the entry.
+func TestErrorsLinkedAloneJoinTheirEvents(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		s := audittest.Open(t, dialect, store.Options{Lookup: retryOf{"r2", "h1"}})
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "retried", ExecutionID: "h1"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []audit.N8NErrorReport{
+			{Kind: audit.N8NErrorExecution, DedupeKey: "exec:r2", ExecutionID: "r2", RetryOf: "h1", WorkflowID: "wf",
+				Node: "Create order", Message: "the CRM timed out"},
+			{Kind: audit.N8NErrorExecution, DedupeKey: "exec:p1", ExecutionID: "p1", WorkflowID: "wf",
+				Node: "Create order", Message: "the CRM timed out"},
+		} {
+			if _, err := s.RecordError(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "pending", ExecutionID: "p1"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ event, exec, retryOf string }{{"retried", "r2", "h1"}, {"pending", "p1", ""}} {
+			d, err := s.Event(ctx, "shop", c.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ReviewReason != "error" {
+				t.Errorf("%s: review reason %q, want error", c.event, d.ReviewReason)
+			}
+			var line *audit.HistoryLine
+			for i := range d.History {
+				if d.History[i].Kind == audit.KindError {
+					line = &d.History[i]
+				}
+			}
+			if line == nil || line.ExecutionID != c.exec || line.RetryOf != c.retryOf || line.ErrorID == nil {
+				t.Errorf("%s: error line %+v, want one of %s retrying %q", c.event, line, c.exec, c.retryOf)
+			}
+			roles := map[string]string{}
+			for _, x := range d.Executions {
+				roles[x.ID] = x.Role
+			}
+			if _, ok := roles[c.exec]; !ok {
+				t.Errorf("%s: executions %v, want %s among them", c.event, roles, c.exec)
+			}
+			alerts := 0
+			for _, a := range d.Alerts {
+				if a.Kind == audit.RowAlert && strings.Contains(a.Payload, audit.AlertExecutionError) {
+					alerts++
+				}
+			}
+			if alerts != 1 {
+				t.Errorf("%s: %d alerts about the error, want 1: %+v", c.event, alerts, d.Alerts)
+			}
+		}
+	})
 }

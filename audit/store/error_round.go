@@ -169,53 +169,26 @@ func decidedErrors(jobs []*errorJob, firstOf map[string]*errorJob, execs map[str
 	return len(jobs)
 }
 
-// writeErrorRound records the decided payloads of a round: the errors, and
-// for each one recorded now its history lines, the review of the entries its
-// execution holds and the alerts; then it answers the duplicates, one by
-// one, in the order they came.
+// writeErrorRound records the decided payloads of a round: the errors,
+// then for each one recorded now what it writes on the entries its
+// execution touched (onEntry); then it answers the duplicates, one by one,
+// in the order they came.
 func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJob, firstOf map[string]*errorJob,
 	execs map[string]audit.Execution, entries map[string][]errorEntry, open []string, now time.Time) error {
-	var w errorWrites
+	var rows []errorRow
 	for _, j := range jobs {
 		r := j.req.rep
 		if firstOf[r.ExecutionID] != j {
 			continue
 		}
 		es := entries[r.ExecutionID]
-		w.errors = append(w.errors, errorRow{DedupeKey: r.DedupeKey, Kind: r.Kind, ExecutionID: r.ExecutionID,
-			WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode, Node: r.Node, Message: r.Message,
-			HTTPCode: r.HTTPCode, URL: r.URL, Payload: r.Payload, Truncated: r.Truncated, Note: r.Note,
-			Source: es[0].Source, EventID: es[0].EventID})
-		for _, e := range es {
-			w.history = append(w.history, historyRow{DedupeKey: r.DedupeKey, Source: e.Source, EventID: e.EventID,
-				ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node,
-				Decision: r.Kind, Message: audit.Truncate(r.Message, 500)})
-			if e.Status == audit.StatusProcessing {
-				w.reviews = append(w.reviews, reviewRow{DedupeKey: r.DedupeKey, Source: e.Source, EventID: e.EventID,
-					Holder: e.Holder})
-			}
-		}
+		rows = append(rows, errorRowOf(r, r.ExecutionID, audit.EventKey{Source: es[0].Source, EventID: es[0].EventID}))
 	}
-	var inserted []struct {
-		ID        int64  `db:"id"`
-		DedupeKey string `db:"dedupe_key"`
-	}
-	if err := s.namedSelect(ctx, tx, &inserted, "record errors", s.q.ErrorBatchInsert, errorInsertArgs{
-		Errors: rowSet(w.errors), History: rowSet(w.history), Reviews: rowSet(w.reviews), Now: s.t(now)}); err != nil {
+	ids, err := s.insertErrors(ctx, tx, rows, now)
+	if err != nil {
 		return err
 	}
-	ids := make(map[string]int64, len(inserted))
-	for _, e := range inserted {
-		ids[e.DedupeKey] = e.ID
-	}
-	// What the errors recorded now leave, the history and the review for
-	// the statements that did not write them with the errors (SQLite).
-	w.history = slices.DeleteFunc(w.history, func(h historyRow) bool { return ids[h.DedupeKey] == 0 })
-	for i := range w.history {
-		w.history[i].ErrorID = ids[w.history[i].DedupeKey]
-	}
-	w.reviews = slices.DeleteFunc(w.reviews, func(r reviewRow) bool { return ids[r.DedupeKey] == 0 })
-	counterAt := map[[3]string]int{}
+	w := newErrorWrites(open)
 	for _, j := range jobs {
 		r := j.req.rep
 		id := ids[r.DedupeKey]
@@ -230,28 +203,14 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 			h := audit.HistoryLine{Source: e.Source, EventID: e.EventID, Kind: audit.KindError, ExecutionID: r.ExecutionID,
 				RetryOf: r.RetryOf, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node,
 				Decision: r.Kind, Message: audit.Truncate(r.Message, 500), ErrorID: &id}
-			thread := audit.EventThread(e.Source, e.EventID)
-			kind := audit.AlertNews // followUp: news for a thread people were alerted in
-			if e.Status == audit.StatusProcessing {
-				kind = audit.AlertExecutionError // alertEvent: the holder's error
-			} else if !slices.Contains(open, thread) {
-				continue
-			}
-			a := eventAlertOf(kind, h, e.eventState, execs[r.ExecutionID], now)
-			if err := w.alert(thread, a, slices.Contains(open, thread), now, counterAt); err != nil {
+			// The round took only entries its executions hold, or nobody
+			// does (decidedErrors): the error bears on their outcome.
+			if err := w.onEntry(h, e.eventState, e.Holder, true, execs[r.ExecutionID], now); err != nil {
 				return err
 			}
 		}
 	}
-	steps := []writeStep{{"write history", s.q.HistoryBatchInsertErrors}, {"mark for review", s.q.EventBatchMarkErrors}}
-	if len(w.outbox) > 0 {
-		steps = append(steps, writeStep{"write outbox", s.q.ErrorBatchWrite}, writeStep{"write outbox", s.q.OutboxBatchInsert},
-			writeStep{"count", s.q.StatsBatchAdd})
-	}
-	sortCounters(w.counters)
-	if err := s.writeAll(ctx, tx, errorWriteArgs{History: rowSet(w.history), Reviews: rowSet(w.reviews),
-		Outbox: rowSet(w.outbox), Counters: rowSet(w.counters), Now: s.t(now),
-		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}, steps...); err != nil {
+	if err := s.writeErrors(ctx, tx, w, now); err != nil {
 		return err
 	}
 	for _, j := range jobs {
@@ -268,11 +227,91 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 	return nil
 }
 
+// errorRowOf is the row of a report recorded as an error of the lineage
+// whose first execution is root, linked to the event ev (none: the zero
+// key).
+func errorRowOf(r audit.N8NErrorReport, root string, ev audit.EventKey) errorRow {
+	return errorRow{DedupeKey: r.DedupeKey, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf, Root: root,
+		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode, Node: r.Node, Message: r.Message,
+		HTTPCode: r.HTTPCode, URL: r.URL, Payload: r.Payload, Truncated: r.Truncated, Note: r.Note,
+		Source: ev.Source, EventID: ev.EventID}
+}
+
+// insertErrors records errors, a round's or one report's, and returns the
+// ids of those recorded now by dedupe key: one whose key was recorded
+// before is not among them.
+func (s *Store) insertErrors(ctx context.Context, tx *sqlx.Tx, rows []errorRow, now time.Time) (map[string]int64, error) {
+	var inserted []struct {
+		ID        int64  `db:"id"`
+		DedupeKey string `db:"dedupe_key"`
+	}
+	if err := s.namedSelect(ctx, tx, &inserted, "record errors", s.q.ErrorBatchInsert, errorInsertArgs{
+		Errors: rowSet(rows), Now: s.t(now)}); err != nil {
+		return nil, err
+	}
+	ids := make(map[string]int64, len(inserted))
+	for _, e := range inserted {
+		ids[e.DedupeKey] = e.ID
+	}
+	return ids, nil
+}
+
+// onEntry adds what an error writes on an entry it is linked to, as the
+// entry stands (e, held by holder): its history line h; when the error
+// bears on the entry's outcome (acting: it is the error of the execution
+// that holds the processing entry, or of one that execution retries), the
+// entry's review and the alert about the error, which opens the event's
+// thread or replies in it; for a settled entry, news in the thread when
+// people were alerted about the event. The error of an execution that does
+// not hold a processing entry says nothing of its outcome: the history line
+// alone. x is the error's execution, as the service keeps it.
+func (w *errorWrites) onEntry(h audit.HistoryLine, e eventState, holder string, acting bool, x audit.Execution,
+	now time.Time) error {
+	w.history = append(w.history, historyRow{Source: h.Source, EventID: h.EventID, ExecutionID: h.ExecutionID,
+		RetryOf: h.RetryOf, WorkflowID: h.WorkflowID, WorkflowName: h.WorkflowName, Node: h.Node,
+		Decision: h.Decision, Message: h.Message, ErrorID: *h.ErrorID})
+	thread := audit.EventThread(h.Source, h.EventID)
+	kind := audit.AlertNews
+	switch {
+	case e.Status == audit.StatusProcessing && acting:
+		w.reviews = append(w.reviews, reviewRow{Source: h.Source, EventID: h.EventID, Holder: holder})
+		kind = audit.AlertExecutionError
+	case e.Status == audit.StatusProcessing, !w.open[thread]:
+		return nil
+	}
+	return w.alert(thread, eventAlertOf(kind, h, e, x, now), now)
+}
+
+// writeErrors writes what errors write on their entries (onEntry), and the
+// executions they make part of their events: on PostgreSQL in one
+// statement, on SQLite one table at a time.
+func (s *Store) writeErrors(ctx context.Context, tx *sqlx.Tx, w *errorWrites, now time.Time) error {
+	if len(w.history) == 0 && len(w.outbox) == 0 {
+		return nil
+	}
+	var steps []writeStep
+	if len(w.roles) > 0 {
+		steps = append(steps, writeStep{"record executions", s.q.EventExecutionBatchRecordErrors})
+	}
+	steps = append(steps, writeStep{"write history", s.q.HistoryBatchInsertErrors})
+	if len(w.reviews) > 0 {
+		steps = append(steps, writeStep{"mark for review", s.q.EventBatchMarkErrors})
+	}
+	if len(w.outbox) > 0 {
+		steps = append(steps, writeStep{"write outbox", s.q.OutboxBatchInsert}, writeStep{"count", s.q.StatsBatchAdd})
+	}
+	steps = append(steps, writeStep{"write errors", s.q.ErrorBatchWrite})
+	sortCounters(w.counters)
+	return s.writeAll(ctx, tx, errorWriteArgs{Roles: rowSet(w.roles), History: rowSet(w.history),
+		Reviews: rowSet(w.reviews), Outbox: rowSet(w.outbox), Counters: rowSet(w.counters), Now: s.t(now),
+		Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}, steps...)
+}
+
 // alert adds the rows of an alert about an event: a reply in its thread
 // when one is open, else the alert that opens it, counted (as alertEvent
 // and followUp write them).
-func (w *errorWrites) alert(thread string, a audit.Alert, open bool, now time.Time, counterAt map[[3]string]int) error {
-	if open {
+func (w *errorWrites) alert(thread string, a audit.Alert, now time.Time) error {
+	if w.open[thread] {
 		for _, m := range []struct {
 			kind string
 			a    audit.Alert
@@ -290,12 +329,13 @@ func (w *errorWrites) alert(thread string, a audit.Alert, open bool, now time.Ti
 		return err
 	}
 	w.outbox = append(w.outbox, row)
+	w.open[thread] = true
 	key := [3]string{a.Source, a.WorkflowID, audit.MetricAlert + a.Kind}
-	if at, ok := counterAt[key]; ok {
+	if at, ok := w.counterAt[key]; ok {
 		w.counters[at].N++
 		return nil
 	}
-	counterAt[key] = len(w.counters)
+	w.counterAt[key] = len(w.counters)
 	w.counters = append(w.counters, counterRow{Source: key[0], WorkflowID: key[1], Metric: key[2], N: 1})
 	return nil
 }
@@ -314,6 +354,8 @@ type (
 		DedupeKey    string `json:"dedupe_key"`
 		Kind         string `json:"kind"`
 		ExecutionID  string `json:"execution_id"`
+		RetryOf      string `json:"retry_of"`
+		Root         string `json:"root"`
 		WorkflowID   string `json:"workflow_id"`
 		WorkflowName string `json:"workflow_name"`
 		Mode         string `json:"mode"`
@@ -328,20 +370,32 @@ type (
 		EventID      string `json:"event_id"`
 	}
 	reviewRow struct {
-		DedupeKey string `json:"dedupe_key"`
-		Source    string `json:"source"`
-		EventID   string `json:"event_id"`
-		Holder    string `json:"holder"`
+		Source  string `json:"source"`
+		EventID string `json:"event_id"`
+		Holder  string `json:"holder"`
 	}
 )
 
-// errorWrites are the rows of a round's payloads recorded.
+// errorWrites are the rows errors write on their entries: a round's
+// payloads, one report's, or the errors a claim links.
 type errorWrites struct {
-	errors   []errorRow
-	history  []historyRow
-	reviews  []reviewRow
-	outbox   []outboxRow
-	counters []counterRow
+	roles     []actedRow // executions an error makes part of an event
+	history   []historyRow
+	reviews   []reviewRow
+	outbox    []outboxRow
+	counters  []counterRow
+	counterAt map[[3]string]int // a counter's row, by its key
+	open      map[string]bool   // threads with an alert, this one's included
+}
+
+// newErrorWrites starts the rows of errors whose events have these threads
+// open.
+func newErrorWrites(open []string) *errorWrites {
+	w := &errorWrites{counterAt: map[[3]string]int{}, open: map[string]bool{}}
+	for _, t := range open {
+		w.open[t] = true
+	}
+	return w
 }
 
 // The named parameters of a round's statements.
@@ -351,12 +405,11 @@ type (
 		Now        any    `db:"now"`
 	}
 	errorInsertArgs struct {
-		Errors  string `db:"errors"`
-		History string `db:"history"`
-		Reviews string `db:"reviews"`
-		Now     any    `db:"now"`
+		Errors string `db:"errors"`
+		Now    any    `db:"now"`
 	}
 	errorWriteArgs struct {
+		Roles    string `db:"roles"`
 		History  string `db:"history"`
 		Reviews  string `db:"reviews"`
 		Outbox   string `db:"outbox"`

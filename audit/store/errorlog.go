@@ -91,44 +91,40 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 		r.AddNote(rec.reset)
 	}
 	res := audit.N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf}
-	root := rec.root
-	arg := map[string]any{
-		"dedupe_key": r.DedupeKey, "now": s.t(now), "kind": r.Kind, "execution_id": r.ExecutionID,
-		"retry_of": r.RetryOf, "root": root, "workflow_id": r.WorkflowID, "workflow_name": r.WorkflowName,
-		"mode": r.Mode, "node": r.Node, "message": r.Message, "http_code": r.HTTPCode, "url": r.URL,
-		"payload": r.Payload, "truncated": r.Truncated, "note": r.Note,
-	}
-	inserted, err := s.namedGet(ctx, tx, &res.ID, "record error", s.q.ErrorRecord, arg)
-	if err != nil {
-		return res, err
-	}
-	if !inserted {
-		return s.duplicateError(ctx, tx, r)
-	}
-	if len(chain) == 0 {
-		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
-	}
-	events, err := s.eventsOf(ctx, tx, chain)
-	if err != nil {
-		return res, err
-	}
-	if len(events) == 0 && !slices.Contains(chain, rec.root) {
-		// A retryOf n8n did not confirm links the error to the event of
-		// the lineage it names, for people to see; it makes the error no
-		// error of the holder (attachError judges by n8n's lineage).
-		if events, err = s.eventsOf(ctx, tx, []string{rec.root}); err != nil {
+	var events []audit.EventKey
+	if len(chain) > 0 {
+		var err error
+		if events, err = s.eventsOf(ctx, tx, chain); err != nil {
 			return res, err
 		}
+		if len(events) == 0 && !slices.Contains(chain, rec.root) {
+			// A retryOf n8n did not confirm links the error to the event
+			// of the lineage it names, for people to see; it makes the
+			// error no error of the holder (attachError judges by n8n's
+			// lineage).
+			if events, err = s.eventsOf(ctx, tx, []string{rec.root}); err != nil {
+				return res, err
+			}
+		}
+	}
+	var link audit.EventKey
+	if len(events) > 0 {
+		link = events[0]
+	}
+	ids, err := s.insertErrors(ctx, tx, []errorRow{errorRowOf(r, rec.root, link)}, now)
+	if err != nil {
+		return res, err
+	}
+	if res.ID = ids[r.DedupeKey]; res.ID == 0 {
+		return s.duplicateError(ctx, tx, r)
 	}
 	if len(events) == 0 {
 		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
 	}
-	rec2 := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+	e := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
-	for i, ev := range events {
-		if _, err := s.attachError(ctx, tx, rec2, ev, i == 0, now); err != nil {
-			return res, err
-		}
+	if err := s.attachError(ctx, tx, e, events, now); err != nil {
+		return res, err
 	}
 	res.Linked = &events[0]
 	return res, nil
@@ -173,81 +169,86 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.Ev
 	return nil, nil
 }
 
-// attachError makes an error part of an event's history. The primary link
-// is taken with a conditional update, so that an error is linked once even
-// when its claim and its payload race each other. It reports whether it
-// attached the error.
-func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRecord, ev audit.EventKey, primary bool, now time.Time) (bool, error) {
-	arg := map[string]any{"id": e.ID, "source": ev.Source, "event_id": ev.EventID,
-		"execution_id": e.ExecutionID, "now": s.t(now)}
-	if primary {
-		n, err := s.namedExec(ctx, tx, "link error", s.q.ErrorLink, arg)
-		if err != nil || n == 0 {
-			return false, err
+// attachError makes an error, linked to the first of events, part of the
+// events' histories, and writes what it says of each entry (onEntry) with
+// the statements a round of errors writes with (writeErrors). Each entry is
+// read under its row lock (a no-op update; SQLite has one writer anyway): a
+// claim that takes the entry over commits before or after this error is
+// judged, never between the read and the review flag, so an old holder's
+// error cannot flag the new holder's entry.
+func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRecord, events []audit.EventKey,
+	now time.Time) error {
+	threads := make([]string, len(events))
+	for i, ev := range events {
+		threads[i] = audit.EventThread(ev.Source, ev.EventID)
+	}
+	var open []string
+	if err := s.namedSelect(ctx, tx, &open, "read threads", s.q.OutboxBatchOpenThreads,
+		threadsArg{columnSet("thread", threads)}); err != nil {
+		return err
+	}
+	w := newErrorWrites(open)
+	var (
+		chain []string // what n8n confirmed the error's execution retries, read once
+		x     *audit.Execution
+	)
+	for i, ev := range events {
+		var ent struct {
+			Holder    string `db:"holder_execution_id"`
+			ItemCount int    `db:"item_count"`
+			eventState
 		}
-		// The group alert about errors linked to nothing counts them when it
-		// is sent: this one no longer counts.
-	}
-	if _, err := s.namedExec(ctx, tx, "record execution", s.q.EventExecutionRecordError, arg); err != nil {
-		return false, err
-	}
-	var ent struct {
-		Status    audit.Status `db:"status"`
-		Holder    string       `db:"holder_execution_id"`
-		ItemCount int          `db:"item_count"`
-	}
-	// The entry is read under its row lock (a no-op update; SQLite has one
-	// writer anyway): a claim that takes the entry over commits before or
-	// after this error is judged, never between the read and the review
-	// flag, so an old holder's error cannot flag the new holder's entry.
-	ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.EventAttachError, arg)
-	switch {
-	case err != nil:
-		return false, err
-	case !ok:
-		return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
-	}
-	id := e.ID
-	h := audit.HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: audit.KindError, ExecutionID: e.ExecutionID,
-		RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName, Node: e.Node,
-		Decision: e.Kind, Message: audit.Truncate(e.Message, 500), ErrorID: &id}
-	if ent.Status != audit.StatusProcessing {
-		if _, err := s.addHistory(ctx, tx, h, now); err != nil {
-			return false, err
+		ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.EventAttachError,
+			map[string]any{"source": ev.Source, "event_id": ev.EventID})
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
 		}
-		_, err := s.followUp(ctx, tx, h, now)
-		return true, err
-	}
-	chain, err := s.chainOf(ctx, tx, e.ExecutionID)
-	if err != nil {
-		return false, err
-	}
-	acting, err := s.holdsAny(ctx, tx, ev, ent.Holder, ent.ItemCount > 0, chain)
-	if err != nil {
-		return false, err
-	}
-	if !acting {
-		// The error is of an execution that does not hold the entry: it
-		// says nothing about the holder's outcome.
-		why, err := s.whyNotActing(ctx, tx, ev, chain)
-		if err != nil {
-			return false, err
+		w.roles = append(w.roles, actedRow{Source: ev.Source, EventID: ev.EventID, ExecutionID: e.ExecutionID})
+		id := e.ID
+		h := audit.HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: audit.KindError,
+			ExecutionID: e.ExecutionID, RetryOf: e.RetryOf, WorkflowID: e.WorkflowID, WorkflowName: e.WorkflowName,
+			Node: e.Node, Decision: e.Kind, Message: audit.Truncate(e.Message, 500), ErrorID: &id}
+		acting := false
+		if ent.Status == audit.StatusProcessing {
+			if chain == nil {
+				if chain, err = s.chainOf(ctx, tx, e.ExecutionID); err != nil {
+					return err
+				}
+			}
+			if acting, err = s.holdsAny(ctx, tx, ev, ent.Holder, ent.ItemCount > 0, chain); err != nil {
+				return err
+			}
+			if !acting {
+				why, err := s.whyNotActing(ctx, tx, ev, chain)
+				if err != nil {
+					return err
+				}
+				if e.RetryOf != "" && (len(chain) < 2 || audit.N8NID(chain[1]) != e.RetryOf) {
+					why += fmt.Sprintf(" (reported as a retry of %s; n8n did not confirm it)", e.RetryOf)
+				}
+				h.Message = audit.Truncate(fmt.Sprintf("%s; the entry is not affected (holder %s): %s",
+					why, ent.Holder, e.Message), 500)
+			}
 		}
-		if e.RetryOf != "" && (len(chain) < 2 || audit.N8NID(chain[1]) != e.RetryOf) {
-			why += fmt.Sprintf(" (reported as a retry of %s; n8n did not confirm it)", e.RetryOf)
+		if x == nil && (acting || ent.Status != audit.StatusProcessing && w.open[threads[i]]) {
+			x = new(audit.Execution)
+			err := s.get(ctx, tx, x, "read execution", s.q.ExecutionRead, e.ExecutionID)
+			if err != nil && !isNoRows(err) {
+				return err
+			}
 		}
-		h.Message = audit.Truncate(fmt.Sprintf("%s; the entry is not affected (holder %s): %s", why, ent.Holder, e.Message), 500)
-		_, err = s.addHistory(ctx, tx, h, now)
-		return true, err
+		var known audit.Execution
+		if x != nil {
+			known = *x
+		}
+		if err := w.onEntry(h, ent.eventState, ent.Holder, acting, known, now); err != nil {
+			return err
+		}
 	}
-	arg["holder"] = ent.Holder
-	if _, err := s.namedExec(ctx, tx, "mark for review", s.q.EventReviewError, arg); err != nil {
-		return false, err
-	}
-	if _, err := s.addHistory(ctx, tx, h, now); err != nil {
-		return false, err
-	}
-	return true, s.alertEvent(ctx, tx, audit.AlertExecutionError, h, now)
+	return s.writeErrors(ctx, tx, w, now)
 }
 
 // holdsAny reports whether an execution of chain holds the event, or one of
@@ -340,12 +341,22 @@ func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, even
 		return false, err
 	}
 	linked := false
+	ev := audit.EventKey{Source: source, EventID: eventID}
 	for _, e := range pending {
-		ok, err := s.attachError(ctx, tx, e, audit.EventKey{Source: source, EventID: eventID}, true, now)
+		// The link is taken with a conditional update, so that an error is
+		// linked once even when its claim and its payload race each other.
+		n, err := s.namedExec(ctx, tx, "link error", s.q.ErrorLink,
+			map[string]any{"id": e.ID, "source": source, "event_id": eventID})
 		if err != nil {
 			return false, err
 		}
-		linked = linked || ok
+		if n == 0 {
+			continue
+		}
+		if err := s.attachError(ctx, tx, e, []audit.EventKey{ev}, now); err != nil {
+			return false, err
+		}
+		linked = true
 	}
 	return linked, nil
 }

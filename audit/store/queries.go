@@ -30,7 +30,6 @@ type queries struct {
 	ErrorReRoot                         string
 	ErrorRead                           string
 	ErrorReadDuplicate                  string
-	ErrorRecord                         string
 	ErrorRelinkOfEvent                  string
 	EventAttachError                    string
 	EventBatchCapture                   string
@@ -52,12 +51,12 @@ type queries struct {
 	EventExecutionBatchEvents           string
 	EventExecutionBatchMarkActed        string
 	EventExecutionBatchPresent          string
+	EventExecutionBatchRecordErrors     string
 	EventExecutionBatchReporters        string
 	EventExecutionCount                 string
 	EventExecutionFindEvents            string
 	EventExecutionList                  string
 	EventExecutionReadTouched           string
-	EventExecutionRecordError           string
 	EventFindDone                       string
 	EventFindStale                      string
 	EventInsertWithItems                string
@@ -72,7 +71,6 @@ type queries struct {
 	EventReadState                      string
 	EventResolve                        string
 	EventReviewContradiction            string
-	EventReviewError                    string
 	EventReviewNotHolder                string
 	EventReviewUnknown                  string
 	EventRollUp                         string

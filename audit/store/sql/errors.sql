@@ -80,15 +80,6 @@ SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution
   workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
   payload_dropped, intake_note, source, event_id FROM n8n_errors WHERE dedupe_key = ?
 
--- name: ErrorRecord
-INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of,
-  root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
-  payload_truncated, intake_note)
-  VALUES (:dedupe_key, :now, :kind, :execution_id, :retry_of, :root, :workflow_id, :workflow_name,
-  :mode, :node, :message, :http_code, :url, :payload, :truncated, :note)
-  ON CONFLICT (dedupe_key) DO NOTHING
-  RETURNING id
-
 -- name: ErrorRelinkOfEvent
 UPDATE n8n_errors SET (source, event_id) = (SELECT h.source, h.event_id
   FROM event_history h WHERE h.error_id = n8n_errors.id AND NOT (h.source = :source AND h.event_id = :event_id)

@@ -11,7 +11,7 @@
 -- name: EventAttachError
 UPDATE webhook_events SET last_seen_at = last_seen_at
   WHERE source = :source AND event_id = :event_id
-  RETURNING status, holder_execution_id, item_count
+  RETURNING status, holder_execution_id, item_count, updated_at, deliveries, crm_ref
 
 -- name: EventContradict
 UPDATE webhook_events SET status = 'processing', review_reason = 'contradiction', updated_at = :now,
@@ -129,11 +129,6 @@ UPDATE webhook_events SET status = :status, updated_at = :now, last_seen_at = :n
 -- name: EventReviewContradiction
 UPDATE webhook_events SET review_reason = 'contradiction'
   WHERE source = :source AND event_id = :event_id AND status = 'processing'
-
--- name: EventReviewError
-UPDATE webhook_events SET review_reason = 'error',
-  last_seen_at = :now WHERE source = :source AND event_id = :event_id AND status = 'processing'
-  AND holder_execution_id = :holder AND review_reason = ''
 
 -- name: EventReviewNotHolder
 UPDATE webhook_events SET review_reason = 'not_holder'

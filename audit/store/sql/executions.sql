@@ -39,11 +39,6 @@ SELECT x.execution_id, x.workflow_id,
 SELECT source, event_id, role, delivery,
   first_seen_at FROM event_executions WHERE execution_id = ? ORDER BY first_seen_at
 
--- name: EventExecutionRecordError
-INSERT INTO event_executions (source, event_id,
-  execution_id, role, first_seen_at) VALUES (:source, :event_id, :execution_id, 'error', :now)
-  ON CONFLICT (source, event_id, execution_id) DO NOTHING
-
 -- name: ExecutionDeleteScratch
 DELETE FROM executions WHERE execution_id LIKE :executions
 

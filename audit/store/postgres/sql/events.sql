@@ -221,7 +221,7 @@ WITH k AS (
 SELECT (SELECT coalesce(json_agg(entries), '[]') FROM entries) AS entries,
   (SELECT coalesce(json_agg(known), '[]') FROM known) AS executions
 
--- PostgreSQL: empty: ErrorBatchInsert marks the entries for review with the errors.
+-- PostgreSQL: empty: ErrorBatchWrite marks the entries for review with the rest.
 -- name: EventBatchMarkErrors
 
 -- PostgreSQL: empty: EventBatchCapture captures the entries in one statement.

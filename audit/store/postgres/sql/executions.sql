@@ -27,6 +27,9 @@ SELECT ee.execution_id, w.source, w.event_id, w.status, w.holder_execution_id, w
 -- its key before, and ClaimBatchWrite records it.
 -- name: EventExecutionBatchPresent
 
+-- PostgreSQL: empty: ErrorBatchWrite records the executions with the rest.
+-- name: EventExecutionBatchRecordErrors
+
 -- PostgreSQL: empty: OutcomeBatchWrite records the reporters with the rest.
 -- name: EventExecutionBatchReporters
 

@@ -8,7 +8,7 @@
 -- PostgreSQL: empty: ClaimBatchWrite writes the history with the rest.
 -- name: HistoryBatchInsertClaims
 
--- PostgreSQL: empty: ErrorBatchInsert writes the history with the errors.
+-- PostgreSQL: empty: ErrorBatchWrite writes the history with the rest.
 -- name: HistoryBatchInsertErrors
 
 -- PostgreSQL: empty: OutcomeBatchWrite writes the history with the rest.

@@ -42,6 +42,14 @@ INSERT INTO event_executions (source, event_id, execution_id, role, delivery, ac
   RETURNING source, event_id
 
 -- SQLite: each row set is one JSON array of objects, read by name.
+-- name: EventExecutionBatchRecordErrors
+WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
+  j.value->>'$.execution_id' AS execution_id FROM json_each(:roles) AS j)
+INSERT INTO event_executions (source, event_id, execution_id, role, first_seen_at)
+  SELECT source, event_id, execution_id, 'error', :now FROM r WHERE true
+  ON CONFLICT (source, event_id, execution_id) DO NOTHING
+
+-- SQLite: each row set is one JSON array of objects, read by name.
 -- name: EventExecutionBatchReporters
 WITH r AS (SELECT j.value->>'$.source' AS source, j.value->>'$.event_id' AS event_id,
   j.value->>'$.execution_id' AS execution_id FROM json_each(:reporters) AS j)
