@@ -308,6 +308,7 @@ func (m *modelStore) run(t *rapid.T) {
 	if m.n8n != nil || w.hooks {
 		actions = append(actions, "restore")
 	}
+	actions = append(actions, "error burst") // last: the schedules kept under testdata draw the rest as before
 	for i := 0; i < steps; i++ {
 		w.step(rapid.SampledFrom(actions).Draw(t, "action"))
 		w.check()
@@ -384,6 +385,8 @@ func (w *world) step(action string) {
 		w.resolve()
 	case "lying error":
 		w.lyingError()
+	case "error burst":
+		w.errorBurst()
 	case "late claim":
 		if x := w.pick("late", func(x *execution) bool { return !x.claimed() && x.report == nil }); x != nil {
 			w.claim(x, "")
@@ -783,18 +786,8 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 // that it retries retryOf: n8n's word, or a lie.
 func (w *world) intake(x *execution, retryOf string) {
 	x.errored = true
-	before := map[string]audit.EventDetail{}
-	for ev := range w.entries {
-		if d, ok := w.stored(w.m.store, ev); ok {
-			before[ev] = d
-		}
-	}
-	mode := "webhook"
-	if retryOf != "" {
-		mode = "retry"
-	}
-	report := audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + x.key,
-		ExecutionID: x.id, RetryOf: retryOf, WorkflowID: x.workflow, Mode: mode, Message: "failed"}
+	before := w.storedEntries()
+	report := w.errorReport(x, retryOf)
 	for _, s := range []*store.Store{w.m.store, w.m.ref} {
 		if _, err := s.RecordError(w.ctx, report); err != nil {
 			w.t.Fatalf("error of %s: %v", x.key, err)
@@ -806,17 +799,93 @@ func (w *world) intake(x *execution, retryOf string) {
 		// 6: an error outside the holding lineage changes no review and
 		// alerts nobody.
 		if e.holding == "" || x.root != e.holding {
-			if after.ReviewReason != b.ReviewReason {
-				w.t.Fatalf("the error of %s (lineage %s, %s holding %q) moved review from %q to %q", x.key, x.root, ev,
-					e.holding, b.ReviewReason, after.ReviewReason)
-			}
-			if a, c := eventAlerts(after), eventAlerts(b); a != c {
-				w.t.Fatalf("the error of %s (lineage %s, %s holding %q) wrote %d alerts", x.key, x.root, ev, e.holding, a-c)
-			}
+			w.unmoved(ev, b, after, fmt.Sprintf("the error of %s (lineage %s)", x.key, x.root))
 		}
 		if x.key == b.HolderExecutionID && b.Status == audit.StatusProcessing && after.ReviewReason == "" {
 			w.t.Fatalf("the holder's error put %s into no review", ev)
 		}
+	}
+}
+
+// errorBurst is the Error Trigger's payloads of several failed executions
+// arriving at once (copies among them when one is drawn twice, or erred
+// before), recorded as one batch by the group commit and as batches of one,
+// in the same order, by the other store: the same answers, and an error
+// outside an entry's holding lineage moves no review and alerts nobody (6).
+func (w *world) errorBurst() {
+	n := rapid.IntRange(2, 4).Draw(w.t, "errors")
+	var xs []*execution
+	var reports []audit.N8NErrorReport
+	roots := map[string]bool{}
+	for i := 0; i < n; i++ {
+		x := w.pick("erring in a burst", func(x *execution) bool { return x.failed })
+		if x == nil {
+			return
+		}
+		xs, reports = append(xs, x), append(reports, w.errorReport(x, x.retryOf()))
+		roots[x.root] = true
+	}
+	before := w.storedEntries()
+	got, errs := w.m.store.RecordErrorsTogether(w.ctx, reports)
+	for i, r := range reports {
+		ref, rerr := w.m.ref.RecordError(w.ctx, r)
+		w.same("burst error of "+xs[i].key, errorAnswer(got[i]), errorAnswer(ref), errs[i], rerr)
+		if errs[i] != nil {
+			w.t.Fatalf("error of %s in a burst: %v", xs[i].key, errs[i])
+		}
+		xs[i].errored = true
+	}
+	for ev, b := range before {
+		after, _ := w.stored(w.m.store, ev)
+		if e := w.entries[ev]; e.holding == "" || !roots[e.holding] {
+			w.unmoved(ev, b, after, "the burst's errors")
+		}
+	}
+}
+
+// errorAnswer is what an error's answer says, but for its id: each store
+// numbers its own errors.
+func errorAnswer(res audit.N8NErrorResult) string {
+	linked := "nothing"
+	if res.Linked != nil {
+		linked = res.Linked.Source + "/" + res.Linked.EventID
+	}
+	return fmt.Sprintf("%s of %s (retry of %q), duplicate %v, linked to %s", res.Kind, res.ExecutionID, res.RetryOf,
+		res.Duplicate, linked)
+}
+
+// errorReport is the error workflow's payload for a failed execution,
+// saying that it retries retryOf: n8n's word, or a lie.
+func (w *world) errorReport(x *execution, retryOf string) audit.N8NErrorReport {
+	mode := "webhook"
+	if retryOf != "" {
+		mode = "retry"
+	}
+	return audit.N8NErrorReport{Kind: audit.N8NErrorExecution, DedupeKey: "exec:" + x.key,
+		ExecutionID: x.id, RetryOf: retryOf, WorkflowID: x.workflow, Mode: mode, Message: "failed"}
+}
+
+// storedEntries is what the group-commit store keeps of every entry.
+func (w *world) storedEntries() map[string]audit.EventDetail {
+	out := map[string]audit.EventDetail{}
+	for ev := range w.entries {
+		if d, ok := w.stored(w.m.store, ev); ok {
+			out[ev] = d
+		}
+	}
+	return out
+}
+
+// unmoved fails the schedule when errors of a lineage that does not hold an
+// entry moved its review or wrote alerts about it (6).
+func (w *world) unmoved(ev string, before, after audit.EventDetail, what string) {
+	e := w.entries[ev]
+	if after.ReviewReason != before.ReviewReason {
+		w.t.Fatalf("%s (%s holding %q) moved review from %q to %q", what, ev, e.holding, before.ReviewReason,
+			after.ReviewReason)
+	}
+	if a, c := eventAlerts(after), eventAlerts(before); a != c {
+		w.t.Fatalf("%s (%s holding %q) wrote %d alerts", what, ev, e.holding, a-c)
 	}
 }
 
