@@ -189,8 +189,9 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 	}
 	w := newErrorWrites(open)
 	var (
-		chain []string // what n8n confirmed the error's execution retries, read once
-		x     *audit.Execution
+		chain []string        // the error's execution and what it retries, read for the first processing entry
+		x     audit.Execution // the error's execution as the service keeps it, read for the first alert
+		read  bool
 	)
 	for i, ev := range events {
 		var ent struct {
@@ -233,18 +234,14 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 					why, ent.Holder, e.Message), 500)
 			}
 		}
-		if x == nil && (acting || ent.Status != audit.StatusProcessing && w.open[threads[i]]) {
-			x = new(audit.Execution)
-			err := s.get(ctx, tx, x, "read execution", s.q.ExecutionRead, e.ExecutionID)
+		if !read && (acting || ent.Status != audit.StatusProcessing && w.open[threads[i]]) {
+			err := s.get(ctx, tx, &x, "read execution", s.q.ExecutionRead, e.ExecutionID)
 			if err != nil && !isNoRows(err) {
 				return err
 			}
+			read = true
 		}
-		var known audit.Execution
-		if x != nil {
-			known = *x
-		}
-		if err := w.onEntry(h, ent.eventState, ent.Holder, acting, known, now); err != nil {
+		if err := w.onEntry(h, ent.eventState, ent.Holder, acting, x, now); err != nil {
 			return err
 		}
 	}
