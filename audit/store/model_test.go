@@ -23,7 +23,11 @@ import (
 
 // TestModel runs random schedules of simulated n8n executions against the
 // real store, on SQLite and PostgreSQL, with and without n8n's API, and
-// checks after every step what the service promises. RAPID_CHECKS sets the
+// checks after every step what the service promises. Every schedule runs on
+// two stores: one batches what arrives together (bursts of claims, of
+// outcome reports, of error payloads), the other decides batches of one; a
+// burst of claims reaches the second in another arrival order, each event's
+// claims in the order they came. They must answer alike. RAPID_CHECKS sets the
 // number of schedules per store, four stores in all (make test runs 500
 // each: 1,000 per database; the default is 100); RAPID_SEED replays one. A
 // failing schedule is shrunk and saved under testdata/rapid/, which later
@@ -586,8 +590,9 @@ func (w *world) mayMove(x *execution, d audit.EventDetail) bool {
 }
 
 // burst is several executions presenting events at once, decided as one
-// batch by the group commit and as batches of one by the other store. One of them
-// may be an execution id of the burst sent from another workflow (10).
+// batch by the group commit and as batches of one by the other store, in
+// another arrival order (arrivals). One of them may be an execution id of
+// the burst sent from another workflow (10).
 func (w *world) burst() {
 	n := rapid.IntRange(2, 5).Draw(w.t, "burst")
 	var xs []*execution
@@ -625,8 +630,12 @@ func (w *world) burst() {
 		holders[req.EventID] = w.holder(req.EventID)
 	}
 	got, errs := w.m.store.ClaimTogether(w.ctx, reqs)
+	refs, rerrs := make([]audit.ClaimResult, n), make([]error, n)
+	for _, i := range w.arrivals(reqs, slices.Contains(xs, nil)) {
+		refs[i], rerrs[i] = w.m.ref.Claim(w.ctx, reqs[i])
+	}
 	for i, req := range reqs {
-		ref, rerr := w.m.ref.Claim(w.ctx, req)
+		ref, rerr := refs[i], rerrs[i]
 		by := req.ExecutionID + " of " + req.WorkflowID
 		if xs[i] != nil {
 			by = xs[i].key
@@ -642,6 +651,39 @@ func (w *world) burst() {
 		w.decided(xs[i], w.entry(req.EventID).status, holders[req.EventID], got[i], errs[i])
 		holders[req.EventID] = w.holder(req.EventID)
 	}
+}
+
+// arrivals is another arrival order of a burst's claims for the batches of
+// one: each event's claims in the order they came, the events' interleaved
+// as drawn. A batch decides the claims of one event in the order they came
+// and those of other events as if they were not there, so its answers are
+// those of any such order. A burst with an impostor keeps its order: which
+// of two claims of one execution id comes first decides which is refused.
+func (w *world) arrivals(reqs []audit.ClaimRequest, impostor bool) []int {
+	order := make([]int, 0, len(reqs))
+	if impostor {
+		for i := range reqs {
+			order = append(order, i)
+		}
+		return order
+	}
+	waiting := map[string][]int{} // by event, in the order they came
+	var events []string
+	for i, r := range reqs {
+		if len(waiting[r.EventID]) == 0 {
+			events = append(events, r.EventID)
+		}
+		waiting[r.EventID] = append(waiting[r.EventID], i)
+	}
+	for len(events) > 0 {
+		k := rapid.IntRange(0, len(events)-1).Draw(w.t, "next event to arrive")
+		ev := events[k]
+		order, waiting[ev] = append(order, waiting[ev][0]), waiting[ev][1:]
+		if len(waiting[ev]) == 0 {
+			events = slices.Delete(events, k, k+1)
+		}
+	}
+	return order
 }
 
 // same fails the schedule when the two stores answered differently.
