@@ -178,11 +178,11 @@ func (s *Store) follow(ctx context.Context, tx *sqlx.Tx, c *roundClaim, res audi
 		}
 		alerted = true
 	}
-	linked, err := s.linkPendingErrors(ctx, tx, h.Source, h.EventID, c.chain, now)
+	wrote, err := s.linkPendingErrors(ctx, tx, h.Source, h.EventID, c.chain, now)
 	if err != nil {
 		return false, err
 	}
-	alerted = alerted || linked
+	alerted = alerted || wrote
 	// A retry is news for the people watching the event; so is a
 	// redelivery that captured it. A redelivery told to do nothing is not:
 	// it stays in the history.

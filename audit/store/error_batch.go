@@ -57,10 +57,13 @@ func (s *Store) errorBatch(ctx context.Context, tx *sqlx.Tx, jobs []*errorJob, n
 // errorAlone records one report in its savepoint. A report refused for
 // what it says writes nothing and fails none of its neighbours.
 func (s *Store) errorAlone(ctx context.Context, tx *sqlx.Tx, j *errorJob, now time.Time) error {
-	var res audit.N8NErrorResult
+	var (
+		res     audit.N8NErrorResult
+		alerted bool
+	)
 	answer, err := s.alone(ctx, tx, "error", func() error {
 		var err error
-		res, err = s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
+		res, alerted, err = s.recordReport(ctx, tx, j.req.rep, j.req.self, now)
 		return err
 	})
 	switch {
@@ -69,20 +72,22 @@ func (s *Store) errorAlone(ctx context.Context, tx *sqlx.Tx, j *errorJob, now ti
 	case answer != nil:
 		j.err = answer
 	default:
-		j.res, j.after = res, s.afterError(res)
+		j.res, j.after = res, s.afterError(res, alerted)
 	}
 	return nil
 }
 
-// afterError counts a recorded error and wakes the outbox worker for its
-// alert, once the transaction that wrote them committed.
-func (s *Store) afterError(res audit.N8NErrorResult) func() {
+// afterError counts a recorded error and, when it wrote an alert, wakes the
+// outbox worker, once the transaction that wrote them committed: an error
+// that alerts nobody (of a finished event nobody was alerted about, say)
+// costs the worker nothing.
+func (s *Store) afterError(res audit.N8NErrorResult, alerted bool) func() {
 	return func() {
 		if res.Duplicate {
 			return
 		}
 		s.metrics.Ingested(res.Kind)
-		if res.Kind != audit.N8NErrorTest {
+		if alerted {
 			s.nudge()
 		}
 	}

@@ -423,3 +423,51 @@ func TestErrorsLinkedAloneJoinTheirEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestOnlyAnErrorThatAlertsWakesTheOutbox: the outbox worker is woken after
+// an error that wrote an alert, and not after one that wrote none (of a
+// finished event nobody was alerted about), in a round or alone.
+func TestOnlyAnErrorThatAlertsWakesTheOutbox(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		for _, api := range []bool{false, true} { // a round of one; alone (n8n's API was asked)
+			opts := store.Options{}
+			if api {
+				opts.Lookup = retryOf{}
+			}
+			s := audittest.Open(t, dialect, opts)
+			for _, c := range []struct{ event, exec string }{{"done", "x1"}, {"held", "x2"}} {
+				if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: c.event, ExecutionID: c.exec,
+					WorkflowID: "wf"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "done", ExecutionID: "x1",
+				WorkflowID: "wf", Outcome: audit.OutcomeDone}); err != nil {
+				t.Fatal(err)
+			}
+			woken := func() bool {
+				select {
+				case <-s.Wakeups():
+					return true
+				default:
+					return false
+				}
+			}
+			woken() // what the claims and the outcome left
+			for _, c := range []struct {
+				exec  string
+				alert bool
+			}{{"x1", false}, {"x2", true}} {
+				res, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorExecution,
+					DedupeKey: "exec:" + c.exec, ExecutionID: c.exec, WorkflowID: "wf", Mode: "webhook", Message: "failed"})
+				if err != nil || res.Linked == nil {
+					t.Fatalf("error of %s: %+v (%v)", c.exec, res, err)
+				}
+				if got := woken(); got != c.alert {
+					t.Errorf("API %v: the error of %s woke the outbox: %v, want %v", api, c.exec, got, c.alert)
+				}
+			}
+		}
+	})
+}

@@ -198,7 +198,7 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 		es := entries[r.ExecutionID]
 		res := audit.N8NErrorResult{ID: id, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 			Linked: &audit.EventKey{Source: es[0].Source, EventID: es[0].EventID}}
-		j.res, j.after = res, s.afterError(res)
+		rows := len(w.outbox)
 		for _, e := range es {
 			h := audit.HistoryLine{Source: e.Source, EventID: e.EventID, Kind: audit.KindError, ExecutionID: r.ExecutionID,
 				RetryOf: r.RetryOf, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node,
@@ -209,6 +209,7 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 				return err
 			}
 		}
+		j.res, j.after = res, s.afterError(res, len(w.outbox) > rows)
 	}
 	if err := s.writeErrors(ctx, tx, w, now); err != nil {
 		return err
@@ -222,7 +223,7 @@ func (s *Store) writeErrorRound(ctx context.Context, tx *sqlx.Tx, jobs []*errorJ
 		if err != nil {
 			return err
 		}
-		j.res, j.after = res, s.afterError(res)
+		j.res, j.after = res, s.afterError(res, false)
 	}
 	return nil
 }

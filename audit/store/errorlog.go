@@ -40,14 +40,14 @@ func (s *Store) errorInput(ctx context.Context, r audit.N8NErrorReport) errorInp
 }
 
 // recordReport records a report in tx: its execution's lineage, then the
-// error itself (recordError).
+// error itself (recordError). It reports whether it wrote an alert.
 func (s *Store) recordReport(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, self n8nWord,
-	now time.Time) (audit.N8NErrorResult, error) {
+	now time.Time) (audit.N8NErrorResult, bool, error) {
 	var rec recorded
 	if r.Kind == audit.N8NErrorExecution || r.Kind == audit.N8NErrorReconcile {
 		var err error
 		if rec, err = s.recordExecution(ctx, tx, errorExecution(r, self), now); err != nil {
-			return audit.N8NErrorResult{}, err
+			return audit.N8NErrorResult{}, false, err
 		}
 	}
 	return s.recordError(ctx, tx, r, rec, now)
@@ -76,8 +76,10 @@ func errorExecution(r audit.N8NErrorReport, self n8nWord) executionRecord {
 }
 
 // recordError records a report whose execution rec is, as the service
-// keeps it (none for a report of no execution).
-func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, rec recorded, now time.Time) (audit.N8NErrorResult, error) {
+// keeps it (none for a report of no execution). It reports whether it wrote
+// an alert.
+func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, rec recorded,
+	now time.Time) (audit.N8NErrorResult, bool, error) {
 	chain := rec.chain
 	if id := rec.id(); id != "" && id != r.ExecutionID {
 		// A new execution reusing an id: its error is its own, not a
@@ -95,7 +97,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 	if len(chain) > 0 {
 		var err error
 		if events, err = s.eventsOf(ctx, tx, chain); err != nil {
-			return res, err
+			return res, false, err
 		}
 		if len(events) == 0 && !slices.Contains(chain, rec.root) {
 			// A retryOf n8n did not confirm links the error to the event
@@ -103,7 +105,7 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 			// error no error of the holder (attachError judges by n8n's
 			// lineage).
 			if events, err = s.eventsOf(ctx, tx, []string{rec.root}); err != nil {
-				return res, err
+				return res, false, err
 			}
 		}
 	}
@@ -113,21 +115,23 @@ func (s *Store) recordError(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorRe
 	}
 	ids, err := s.insertErrors(ctx, tx, []errorRow{errorRowOf(r, rec.root, link)}, now)
 	if err != nil {
-		return res, err
+		return res, false, err
 	}
 	if res.ID = ids[r.DedupeKey]; res.ID == 0 {
-		return s.duplicateError(ctx, tx, r)
+		res, err := s.duplicateError(ctx, tx, r)
+		return res, false, err
 	}
 	if len(events) == 0 {
-		return res, s.alertUnlinked(ctx, tx, res.ID, r, now)
+		return res, r.Kind != audit.N8NErrorTest, s.alertUnlinked(ctx, tx, res.ID, r, now)
 	}
 	e := audit.N8NErrorRecord{ID: res.ID, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
-	if err := s.attachError(ctx, tx, e, events, now); err != nil {
-		return res, err
+	alerted, err := s.attachError(ctx, tx, e, events, now)
+	if err != nil {
+		return res, false, err
 	}
 	res.Linked = &events[0]
-	return res, nil
+	return res, alerted, nil
 }
 
 // duplicateError answers a report of an error already recorded. A payload
@@ -175,9 +179,10 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.Ev
 // read under its row lock (a no-op update; SQLite has one writer anyway): a
 // claim that takes the entry over commits before or after this error is
 // judged, never between the read and the review flag, so an old holder's
-// error cannot flag the new holder's entry.
+// error cannot flag the new holder's entry. It reports whether it wrote an
+// alert.
 func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRecord, events []audit.EventKey,
-	now time.Time) error {
+	now time.Time) (bool, error) {
 	threads := make([]string, len(events))
 	for i, ev := range events {
 		threads[i] = audit.EventThread(ev.Source, ev.EventID)
@@ -185,7 +190,7 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 	var open []string
 	if err := s.namedSelect(ctx, tx, &open, "read threads", s.q.OutboxBatchOpenThreads,
 		threadsArg{columnSet("thread", threads)}); err != nil {
-		return err
+		return false, err
 	}
 	w := newErrorWrites(open)
 	var (
@@ -203,9 +208,9 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 			map[string]any{"source": ev.Source, "event_id": ev.EventID})
 		switch {
 		case err != nil:
-			return err
+			return false, err
 		case !ok:
-			return audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
+			return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
 		}
 		w.roles = append(w.roles, actedRow{Source: ev.Source, EventID: ev.EventID, ExecutionID: e.ExecutionID})
 		id := e.ID
@@ -216,16 +221,16 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 		if ent.Status == audit.StatusProcessing {
 			if chain == nil {
 				if chain, err = s.chainOf(ctx, tx, e.ExecutionID); err != nil {
-					return err
+					return false, err
 				}
 			}
 			if acting, err = s.holdsAny(ctx, tx, ev, ent.Holder, ent.ItemCount > 0, chain); err != nil {
-				return err
+				return false, err
 			}
 			if !acting {
 				why, err := s.whyNotActing(ctx, tx, ev, chain)
 				if err != nil {
-					return err
+					return false, err
 				}
 				if e.RetryOf != "" && (len(chain) < 2 || audit.N8NID(chain[1]) != e.RetryOf) {
 					why += fmt.Sprintf(" (reported as a retry of %s; n8n did not confirm it)", e.RetryOf)
@@ -237,15 +242,15 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 		if !read && (acting || ent.Status != audit.StatusProcessing && w.open[threads[i]]) {
 			err := s.get(ctx, tx, &x, "read execution", s.q.ExecutionRead, e.ExecutionID)
 			if err != nil && !isNoRows(err) {
-				return err
+				return false, err
 			}
 			read = true
 		}
 		if err := w.onEntry(h, ent.eventState, ent.Holder, acting, x, now); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return s.writeErrors(ctx, tx, w, now)
+	return len(w.outbox) > 0, s.writeErrors(ctx, tx, w, now)
 }
 
 // holdsAny reports whether an execution of chain holds the event, or one of
@@ -326,7 +331,8 @@ func (s *Store) alertUnlinked(ctx context.Context, tx *sqlx.Tx, id int64, r audi
 }
 
 // linkPendingErrors links the errors that arrived before the claim of their
-// execution (or of an execution in its chain) to the claimed event.
+// execution (or of an execution in its chain) to the claimed event. It
+// reports whether it wrote an alert.
 func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, eventID string, chain []string, now time.Time) (bool, error) {
 	query, args, err := sqlx.In(s.q.ErrorLinkPending,
 		audit.N8NErrorExecution, audit.N8NErrorReconcile, audit.N8NErrorHook, chain, chain)
@@ -337,7 +343,7 @@ func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, even
 	if err := s.selectAll(ctx, tx, &pending, "find pending errors", query, args...); err != nil {
 		return false, err
 	}
-	linked := false
+	alerted := false
 	ev := audit.EventKey{Source: source, EventID: eventID}
 	for _, e := range pending {
 		// The link is taken with a conditional update, so that an error is
@@ -350,12 +356,13 @@ func (s *Store) linkPendingErrors(ctx context.Context, tx *sqlx.Tx, source, even
 		if n == 0 {
 			continue
 		}
-		if err := s.attachError(ctx, tx, e, []audit.EventKey{ev}, now); err != nil {
+		wrote, err := s.attachError(ctx, tx, e, []audit.EventKey{ev}, now)
+		if err != nil {
 			return false, err
 		}
-		linked = true
+		alerted = alerted || wrote
 	}
-	return linked, nil
+	return alerted, nil
 }
 
 // KnownError reports whether an error with this dedupe key is recorded

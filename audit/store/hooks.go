@@ -66,7 +66,7 @@ func (s *Store) recordHook(ctx context.Context, tx *sqlx.Tx, r audit.N8NHookRepo
 	if msg == "" {
 		msg = fmt.Sprintf("n8n ended the execution with status %s and gave no message", r.Status)
 	}
-	e, err := s.recordError(ctx, tx, audit.N8NErrorReport{
+	e, _, err := s.recordError(ctx, tx, audit.N8NErrorReport{
 		Kind: audit.N8NErrorHook, DedupeKey: "exec:" + r.ExecutionID, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode, Node: cmp.Or(r.ErrorNode, r.LastNode),
 		Message: msg, HTTPCode: r.HTTPCode,
