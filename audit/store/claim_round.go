@@ -402,7 +402,6 @@ type (
 		Status       string `json:"status"`
 		Message      string `json:"message"`
 		CRMRef       string `json:"crm_ref"`
-		DedupeKey    string `json:"dedupe_key"` // an error's, until its id is known
 		ErrorID      int64  `json:"error_id"`
 	}
 	counterRow struct {

@@ -260,7 +260,7 @@ func (s *Store) insertErrors(ctx context.Context, tx *sqlx.Tx, rows []errorRow, 
 // onEntry adds what an error writes on an entry it is linked to, as the
 // entry stands (e, held by holder): its history line h; when the error
 // bears on the entry's outcome (acting: it is the error of the execution
-// that holds the processing entry, or of one that execution retries), the
+// that holds the processing entry, or of a Retry of that execution), the
 // entry's review and the alert about the error, which opens the event's
 // thread or replies in it; for a settled entry, news in the thread when
 // people were alerted about the event. The error of an execution that does
