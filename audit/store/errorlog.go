@@ -183,8 +183,24 @@ func (s *Store) eventsOf(ctx context.Context, q any, chain []string) ([]audit.Ev
 // alert.
 func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRecord, events []audit.EventKey,
 	now time.Time) (bool, error) {
+	// The entries are locked before the threads are read: a thread another
+	// transaction opened while this one waited for an entry is then seen.
+	type locked struct {
+		Holder    string `db:"holder_execution_id"`
+		ItemCount int    `db:"item_count"`
+		eventState
+	}
+	ents := make([]locked, len(events))
 	threads := make([]string, len(events))
 	for i, ev := range events {
+		ok, err := s.namedGet(ctx, tx, &ents[i], "read event", s.q.EventAttachError,
+			map[string]any{"source": ev.Source, "event_id": ev.EventID})
+		switch {
+		case err != nil:
+			return false, err
+		case !ok:
+			return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
+		}
 		threads[i] = audit.EventThread(ev.Source, ev.EventID)
 	}
 	var open []string
@@ -199,19 +215,8 @@ func (s *Store) attachError(ctx context.Context, tx *sqlx.Tx, e audit.N8NErrorRe
 		read  bool
 	)
 	for i, ev := range events {
-		var ent struct {
-			Holder    string `db:"holder_execution_id"`
-			ItemCount int    `db:"item_count"`
-			eventState
-		}
-		ok, err := s.namedGet(ctx, tx, &ent, "read event", s.q.EventAttachError,
-			map[string]any{"source": ev.Source, "event_id": ev.EventID})
-		switch {
-		case err != nil:
-			return false, err
-		case !ok:
-			return false, audit.Errorf(audit.CodeNotFound, "no event %s/%s", ev.Source, ev.EventID)
-		}
+		ent := ents[i]
+		var err error
 		w.roles = append(w.roles, actedRow{Source: ev.Source, EventID: ev.EventID, ExecutionID: e.ExecutionID})
 		id := e.ID
 		h := audit.HistoryLine{Source: ev.Source, EventID: ev.EventID, Kind: audit.KindError,

@@ -312,7 +312,7 @@ func (m *modelStore) run(t *rapid.T) {
 	if m.n8n != nil || w.hooks {
 		actions = append(actions, "restore")
 	}
-	actions = append(actions, "error burst") // last: the schedules kept under testdata draw the rest as before
+	actions = append(actions, "error burst") // last: a kept schedule's earlier actions draw as they did
 	for i := 0; i < steps; i++ {
 		w.step(rapid.SampledFrom(actions).Draw(t, "action"))
 		w.check()
@@ -654,11 +654,13 @@ func (w *world) burst() {
 }
 
 // arrivals is another arrival order of a burst's claims for the batches of
-// one: each event's claims in the order they came, the events' interleaved
-// as drawn. A batch decides the claims of one event in the order they came
-// and those of other events as if they were not there, so its answers are
-// those of any such order. A burst with an impostor keeps its order: which
-// of two claims of one execution id comes first decides which is refused.
+// one: each event's claims in the order they came, the events in the
+// reverse of the order they first came in. A batch decides the claims of
+// one event in the order they came and those of other events as if they
+// were not there, so its answers are those of any such order. A burst with
+// an impostor keeps its order: which of two claims of one execution id
+// comes first decides which is refused. The order is not drawn, so that the
+// schedules kept under testdata/rapid replay the draws they were kept with.
 func (w *world) arrivals(reqs []audit.ClaimRequest, impostor bool) []int {
 	order := make([]int, 0, len(reqs))
 	if impostor {
@@ -667,21 +669,16 @@ func (w *world) arrivals(reqs []audit.ClaimRequest, impostor bool) []int {
 		}
 		return order
 	}
-	waiting := map[string][]int{} // by event, in the order they came
+	byEvent := map[string][]int{} // in the order they came
 	var events []string
 	for i, r := range reqs {
-		if len(waiting[r.EventID]) == 0 {
+		if len(byEvent[r.EventID]) == 0 {
 			events = append(events, r.EventID)
 		}
-		waiting[r.EventID] = append(waiting[r.EventID], i)
+		byEvent[r.EventID] = append(byEvent[r.EventID], i)
 	}
-	for len(events) > 0 {
-		k := rapid.IntRange(0, len(events)-1).Draw(w.t, "next event to arrive")
-		ev := events[k]
-		order, waiting[ev] = append(order, waiting[ev][0]), waiting[ev][1:]
-		if len(waiting[ev]) == 0 {
-			events = slices.Delete(events, k, k+1)
-		}
+	for _, ev := range slices.Backward(events) {
+		order = append(order, byEvent[ev]...)
 	}
 	return order
 }
