@@ -27,6 +27,10 @@ const (
 	StatusProcessing Status = "processing"
 	StatusDone       Status = "done"
 	StatusFailed     Status = "failed"
+	// StatusCancelled: a person said never to act on it (a test event, a
+	// fraudulent order, one handled by hand). Every later claim is told
+	// so; a holder's later done is kept as a contradiction.
+	StatusCancelled Status = "cancelled"
 )
 
 // Decision is the claim's answer for one entry.
@@ -40,6 +44,7 @@ const (
 	DecisionReclaimed  Decision = "reclaimed"   // it was failed: the caller captured it
 	DecisionDuplicate  Decision = "duplicate"   // it is done: do nothing
 	DecisionInProgress Decision = "in_progress" // another execution holds it: do nothing
+	DecisionCancelled  Decision = "cancelled"   // a person said never to act on it: do nothing
 )
 
 // Process reports whether the caller should perform the external action.
@@ -86,9 +91,11 @@ const (
 
 // Review reasons: why an entry waits for a person.
 const (
-	ReviewError   = "error"
-	ReviewUnknown = "unknown"
-	ReviewStale   = "stale"
+	ReviewError         = "error"
+	ReviewUnknown       = "unknown"
+	ReviewStale         = "stale"
+	ReviewNotHolder     = "not_holder"    // done or unknown from an execution that does not hold it
+	ReviewContradiction = "contradiction" // the holder contradicted a person's resolution
 )
 
 // IdempotencyKey returns the key to pass to the external system for one

@@ -19,6 +19,10 @@ type ClaimRequest struct {
 	// DeliveryID is the sender's id of this delivery (a request or
 	// delivery id header), when it sends one.
 	DeliveryID string
+	// RunStamp is what only the execution's own run data holds (see
+	// StampMaker); Mode, the execution's mode as the workflow sees it.
+	RunStamp string
+	Mode     string
 }
 
 // Validate checks every field and names each bad one.
@@ -36,6 +40,8 @@ func (r ClaimRequest) Validate() error {
 	}
 	f.text("fingerprint", r.Fingerprint, false, MaxNameLen)
 	f.text("delivery_id", r.DeliveryID, false, MaxItemLen)
+	f.stamp("run_stamp", r.RunStamp)
+	f.text("mode", r.Mode, false, 40)
 	if len(r.Items) > MaxItems {
 		f.Add("items", fmt.Sprintf("must hold at most %d items", MaxItems))
 	}

@@ -48,6 +48,9 @@ type N8NErrorResult struct {
 	ExecutionID string
 	RetryOf     string
 	Linked      *EventKey
+	// DedupeKey is the key it was recorded under (exec:41~2 for a new
+	// execution reusing id 41): the store finds its id by it.
+	DedupeKey string
 }
 
 // N8NErrorFilter selects errors for a list.

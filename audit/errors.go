@@ -21,7 +21,11 @@ const (
 	// CodeBusy says the database is up but the request could not be
 	// decided in time: it waited for other requests (the queue, or the
 	// rows of its entries that other requests or sessions held).
-	CodeBusy     Code = "busy"
+	CodeBusy Code = "busy"
+	// CodeUnknown says the request may or may not have been recorded: the
+	// database's answer to its commit was lost. Sending the same request
+	// again is safe: the same execution is answered as it was.
+	CodeUnknown  Code = "unknown"
 	CodeInternal Code = "internal"
 )
 
@@ -34,7 +38,9 @@ type Error struct {
 	Fields  map[string]string
 	Status  Status
 	Holder  string
-	Err     error
+	// Stale says a person's form was older than the entry's last change.
+	Stale bool
+	Err   error
 }
 
 // Error returns the message, prefixed with the package.

@@ -116,9 +116,10 @@ type N8NHookResult struct {
 	// sends again what it could not confirm).
 	Duplicate bool
 	// ErrorID is the error recorded for a failed execution, 0 for none.
-	ErrorID int64
-	Linked  *EventKey
-	Note    string
+	ErrorID  int64
+	ErrorKey string // the error's dedupe key, for the store
+	Linked   *EventKey
+	Note     string
 }
 
 // Stored returns the report as the store keeps it: every text valid UTF-8

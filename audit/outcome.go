@@ -10,6 +10,8 @@ type OutcomeRequest struct {
 	WorkflowID  string
 	Reason      string
 	CRMRef      string
+	RunStamp    string // as the claim's (ClaimRequest.RunStamp)
+	Mode        string
 }
 
 // Validate checks every field and names each bad one.
@@ -30,6 +32,8 @@ func (r OutcomeRequest) Validate() error {
 	f.id("workflow_id", r.WorkflowID, false)
 	f.note("reason", r.Reason, false, MaxTextLen)
 	f.text("crm_ref", r.CRMRef, false, MaxNameLen)
+	f.stamp("run_stamp", r.RunStamp)
+	f.text("mode", r.Mode, false, 40)
 	return f.Err()
 }
 

@@ -16,6 +16,9 @@ type ResolveRequest struct {
 	// Confirmed says that no execution is still running the action; it is
 	// required for an entry that does not wait for review (a running claim).
 	Confirmed bool
+	// Version is the entry's version the person saw: a resolution is
+	// refused once the entry moved on (0: fenced by Holder alone).
+	Version int64
 }
 
 // Validate checks every field and names each bad one.
@@ -24,8 +27,11 @@ func (r ResolveRequest) Validate() error {
 	f.source("source", r.Source)
 	f.text("event_id", r.EventID, true, MaxEventIDLen)
 	f.text("item", r.Item, false, MaxItemLen)
-	if r.To != StatusDone && r.To != StatusFailed {
-		f.Add("to", "must be done or failed")
+	if r.To != StatusDone && r.To != StatusFailed && r.To != StatusCancelled {
+		f.Add("to", "must be done, failed or cancelled")
+	}
+	if r.Version < 0 {
+		f.Add("version", "must not be negative")
 	}
 	f.text("actor", r.Actor, true, MaxNameLen)
 	f.note("note", r.Note, true, MaxTextLen)

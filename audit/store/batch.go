@@ -38,9 +38,6 @@ type job[Req, Res any] struct {
 	res    Res
 	err    error
 	after  func() // run after commit, for what the request set in motion (a wake-up)
-	// again asks for the request to be prepared anew and queued again
-	// once this batch has committed: it depends on what the batch decided.
-	again bool
 	// relock: this run set the job aside, another database session holding
 	// its entry's row (see setAside); lockedAt: when a run first did.
 	relock   bool
@@ -71,9 +68,6 @@ type batcher[Req, Res any] struct {
 	// run executes a batch in tx. It sets each job's res or err; an error
 	// it returns fails the batch, which is then run again one by one.
 	run func(ctx context.Context, tx *sqlx.Tx, jobs []*job[Req, Res], now time.Time) error
-	// prepare readies a request sent again, in its caller's goroutine
-	// and outside any transaction: it learns what the batch asked for.
-	prepare func(ctx context.Context, req Req) Req
 	// key names the entry a request is about, for Store.busy.
 	key func(Req) audit.EventKey
 	wg  sync.WaitGroup
@@ -105,31 +99,11 @@ func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 
 // do queues a request and waits for its answer. A request that cannot be
 // queued, or waits too long to start, is shed with ErrOverloaded; one whose
-// caller gives up before it starts is never run. A batch may send a request
-// back to be prepared anew (its lineage learned from n8n, against what the
-// batch decided): that happens here, in the caller's goroutine, with the
-// caller's deadline, never in a worker and never counted against the queue
-// wait; the request then queues afresh.
+// caller gives up before it starts is never run.
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
-	for round := 0; ; round++ {
-		j, err := b.once(ctx, req)
-		if err != nil || !j.again {
-			return j.res, err
-		}
-		if round == maxRounds {
-			var zero Res
-			return zero, &audit.Error{Code: audit.CodeBusy, Message: fmt.Sprintf(
-				"%s: not decided in %d rounds: other requests of the same entry kept changing it", b.name, maxRounds),
-				Err: audit.ErrOverloaded}
-		}
-		req = b.prepare(ctx, j.req)
-	}
+	j, err := b.once(ctx, req)
+	return j.res, err
 }
-
-// maxRounds bounds how often one request is sent back to be prepared anew.
-// A round is sent back only when a request before it in its batch changed
-// the entry (a new holder): each round settles one such change.
-const maxRounds = 8
 
 // once queues a request once and waits for the batch that runs it.
 func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], error) {
@@ -163,7 +137,7 @@ func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], 
 		}
 		<-j.done
 	}
-	if j.err == nil && !j.again && j.after != nil {
+	if j.err == nil && j.after != nil {
 		j.after()
 	}
 	return j, j.err
@@ -257,16 +231,16 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	if err == nil {
 		b.learn(len(live), time.Since(now))
 	}
-	// A job goes again, or is set aside, only when the transaction that
-	// asked for it committed.
+	// A job is set aside only when the transaction that asked for it
+	// committed.
 	if err != nil && len(live) > 1 {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
-				j.err, j.again, j.relock = e, false, false
+				j.err, j.relock = e, false
 			}
 		}
 	} else if err != nil {
-		live[0].err, live[0].again, live[0].relock = err, false, false
+		live[0].err, live[0].relock = err, false
 	}
 	var relock, decided []*job[Req, Res]
 	for _, j := range live {
@@ -281,7 +255,7 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	b.s.metrics.Batched(b.name, len(live))
 	for _, j := range decided {
 		b.settled(j)
-		close(j.done) // a job sent again is prepared anew by its caller (do)
+		close(j.done)
 	}
 }
 
@@ -501,7 +475,7 @@ func (b *batcher[Req, Res]) inTx(jobs []*job[Req, Res]) error {
 	return b.s.inTx(ctx, func(tx *sqlx.Tx) error {
 		for _, j := range jobs {
 			var zero Res
-			j.res, j.err, j.after, j.again, j.relock = zero, nil, nil, false, false
+			j.res, j.err, j.after, j.relock = zero, nil, nil, false
 		}
 		return b.run(ctx, tx, jobs, b.s.now())
 	})

@@ -42,12 +42,34 @@ func groupKey(kind, workflowID, node string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// joinGroup returns the group an error of r's kind, workflow and node
-// belongs to at now, opening a new one (and reporting it) when none is open.
-// Two errors of one group committing at once open it once: the second
-// transaction waits for the first's row and finds it open.
-func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, r audit.N8NErrorReport, now time.Time) (alertGroup, bool, error) {
-	g := alertGroup{Key: groupKey(r.Kind, r.WorkflowID, r.Node), Kind: r.Kind, WorkflowID: r.WorkflowID, Node: r.Node,
+// alertGroup writes an alert about what belongs to no event: the first of
+// its group in a repeat interval opens a thread; a later one, when the
+// notice counts (an error linked to nothing), is counted in it.
+func (s *Store) alertGroup(ctx context.Context, tx *sqlx.Tx, n audit.GroupNotice, now time.Time) error {
+	g, opened, err := s.joinGroup(ctx, tx, n.Kind, n.WorkflowID, n.Node, now)
+	if err != nil {
+		return err
+	}
+	a := n.Alert
+	due := now.Add(time.Duration(n.Due) * time.Second)
+	if a.Kind == audit.AlertUnlinkedError {
+		a.Group, a.GroupFrom, a.GroupUntil = g.Key, g.OpenedAt, g.ClosesAt
+	}
+	switch {
+	case opened:
+		return s.enqueue(ctx, tx, g.Thread, audit.RowAlert, a, now, due)
+	case n.Count:
+		return s.repeatInGroup(ctx, tx, g, a, now, due)
+	}
+	return nil
+}
+
+// joinGroup returns the group of a kind, workflow and node at now, opening
+// a new one (and reporting it) when none is open. Two notices of one group
+// committing at once open it once: the second transaction waits for the
+// first's row and finds it open.
+func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, kind, workflowID, node string, now time.Time) (alertGroup, bool, error) {
+	g := alertGroup{Key: groupKey(kind, workflowID, node), Kind: kind, WorkflowID: workflowID, Node: node,
 		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
 	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)
 	var thread string

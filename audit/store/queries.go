@@ -6,91 +6,44 @@ package store
 // files, or one that no field names, stops Open: a broken catalogue fails at
 // start, not at the first request.
 type queries struct {
+	LedgerLock                          string
+	LedgerWrite                         string
 	ChannelClaimSlot                    string
 	ChannelPause                        string
 	ChannelReadSlot                     string
-	ClaimBatchWrite                     string
 	ErrorBatchInsert                    string
-	ErrorBatchPending                   string
-	ErrorBatchWrite                     string
 	ErrorCount                          string
 	ErrorCountOfEvent                   string
 	ErrorDeleteScratch                  string
 	ErrorDropPayloads                   string
 	ErrorFindUnlinked                   string
 	ErrorKnown                          string
-	ErrorLink                           string
-	ErrorLinkPending                    string
 	ErrorList                           string
 	ErrorListOfEvent                    string
 	ErrorListOfExecution                string
 	ErrorMerge                          string
 	ErrorPrune                          string
 	ErrorPruneOfEvent                   string
-	ErrorReRoot                         string
 	ErrorRead                           string
-	ErrorReadDuplicate                  string
 	ErrorRelinkOfEvent                  string
-	EventAttachError                    string
-	EventBatchCapture                   string
-	EventBatchCountDeliveries           string
-	EventBatchFinish                    string
-	EventBatchHold                      string
-	EventBatchInsert                    string
-	EventBatchLock                      string
-	EventBatchMarkErrors                string
-	EventBatchReclaim                   string
-	EventBatchTouch                     string
-	EventContradict                     string
 	EventCount                          string
 	EventCountInReview                  string
 	EventCountInReviewByWorkflow        string
 	EventCountUniqueKeys                string
 	EventDeleteScratch                  string
-	EventDetectStale                    string
-	EventExecutionBatchEvents           string
-	EventExecutionBatchMarkActed        string
-	EventExecutionBatchPresent          string
-	EventExecutionBatchRecordErrors     string
-	EventExecutionBatchReporters        string
 	EventExecutionCount                 string
-	EventExecutionFindEvents            string
 	EventExecutionList                  string
 	EventExecutionReadTouched           string
 	EventFindDone                       string
 	EventFindStale                      string
-	EventInsertWithItems                string
-	EventKeepEvidence                   string
 	EventList                           string
-	EventLock                           string
-	EventLockWithItems                  string
-	EventOtherHolder                    string
 	EventPrune                          string
 	EventRead                           string
-	EventReadFinished                   string
 	EventReadState                      string
-	EventResolve                        string
-	EventReviewContradiction            string
-	EventReviewNotHolder                string
-	EventReviewUnknown                  string
-	EventRollUp                         string
-	EventTouchReported                  string
-	ExecutionBatchErrorSeen             string
-	ExecutionBatchRead                  string
-	ExecutionBatchReadKnown             string
-	ExecutionBatchSeen                  string
-	ExecutionBatchUpsert                string
 	ExecutionDeleteScratch              string
 	ExecutionPrune                      string
-	ExecutionReRoot                     string
 	ExecutionRead                       string
-	ExecutionReadCurrent                string
-	ExecutionReadKnownLineage           string
 	ExecutionReadRetries                string
-	ExecutionReadRetryOf                string
-	ExecutionReadRoot                   string
-	ExecutionSupersede                  string
-	ExecutionUpsert                     string
 	ExecutionWorkflowOf                 string
 	GroupCount                          string
 	GroupFirst                          string
@@ -99,38 +52,15 @@ type queries struct {
 	GroupPrune                          string
 	GroupRead                           string
 	GroupSpaceReplies                   string
-	HistoryAdd                          string
-	HistoryBatchInsertClaims            string
-	HistoryBatchInsertErrors            string
-	HistoryBatchInsertOutcomes          string
 	HistoryCount                        string
-	HistoryReadContradiction            string
-	HistoryReadEvidence                 string
 	HistoryReadLastSettlement           string
 	HistoryReadPage                     string
 	HistoryReadRefusedReports           string
 	HistoryReadReviewQueue              string
 	HistoryReadReviewStart              string
-	HistoryReadSettlements              string
-	HistoryReadWhyNotActing             string
-	ItemContradict                      string
-	ItemCount                           string
-	ItemFinish                          string
-	ItemHold                            string
-	ItemHoldsAny                        string
-	ItemInsert                          string
-	ItemKeepEvidence                    string
 	ItemList                            string
-	ItemOtherHolder                     string
-	ItemRead                            string
-	ItemReadFinished                    string
-	ItemReclaim                         string
-	ItemResolve                         string
-	ItemUnknown                         string
 	LeaseRelease                        string
 	LeaseTake                           string
-	OutboxBatchInsert                   string
-	OutboxBatchOpenThreads              string
 	OutboxCount                         string
 	OutboxCountAlertsByKind             string
 	OutboxCountHeldBack                 string
@@ -149,10 +79,8 @@ type queries struct {
 	OutboxRefreshWaits                  string
 	OutboxRelease                       string
 	OutboxRenewLease                    string
-	OutboxThreadOpen                    string
 	OutboxWaitingAlerts                 string
 	OutboxWrite                         string
-	OutcomeBatchWrite                   string
 	OverviewByWorkflow                  string
 	OverviewDays                        string
 	OverviewHours                       string
@@ -184,15 +112,11 @@ type queries struct {
 	RedactWriteOutboxPayload            string
 	ResolutionRead                      string
 	ResolutionRecord                    string
-	Savepoint                           string
-	SavepointRelease                    string
-	SavepointRollback                   string
 	StateChanged                        string
 	StateCreateSecret                   string
 	StateRead                           string
 	StateWrite                          string
 	StatsAdd                            string
-	StatsBatchAdd                       string
 	StatsDeleteFoldedHours              string
 	StatsDeleteMergedShards             string
 	StatsFoldHours                      string

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -164,4 +165,81 @@ func (s *Store) StatusCounts(ctx context.Context) (map[audit.Status]int, error) 
 func encodeCursor(at time.Time, source, eventID string) string {
 	raw := at.UTC().Format(time.RFC3339Nano) + "\x00" + source + "\x00" + eventID
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+// historyPage reads one page of an event's lines (newest first from the
+// index, returned oldest first), the counts by kind and the refused
+// reports.
+func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
+	var lines []audit.HistoryLine
+	if err := s.selectAll(ctx, q, &lines, "read history", s.q.HistoryReadPage,
+		d.Source, d.EventID, p.Before, p.Limit+1); err != nil {
+		return err
+	}
+	if len(lines) > p.Limit {
+		lines = lines[:p.Limit]
+		d.HistoryNext = lines[p.Limit-1].ID
+	}
+	slices.Reverse(lines)
+	d.History = lines
+	var counts []struct {
+		Kind string `db:"kind"`
+		N    int    `db:"n"`
+	}
+	if err := s.selectAll(ctx, q, &counts, "count history", s.q.HistoryCount, d.Source, d.EventID); err != nil {
+		return err
+	}
+	d.HistoryCounts = map[string]int{}
+	for _, c := range counts {
+		d.HistoryCounts[c.Kind] = c.N
+		d.HistoryTotal += c.N
+	}
+	if d.HistoryCounts[audit.KindNotHolder] == 0 {
+		return nil
+	}
+	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", s.q.HistoryReadRefusedReports,
+		d.Source, d.EventID, audit.KindNotHolder); err != nil {
+		return err
+	}
+	slices.Reverse(d.Refused)
+	return nil
+}
+
+// Lineage returns an execution, the chain above it (nearest first) and the
+// executions that retry it.
+func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audit.Execution, []audit.Execution, error) {
+	var x audit.Execution
+	if err := audit.ValidateExecutionID(id); err != nil {
+		return x, nil, nil, err
+	}
+	err := s.get(ctx, s.db, &x, "read execution", s.q.ExecutionRead, id)
+	if isNoRows(err) {
+		return x, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
+	}
+	if err != nil {
+		return x, nil, nil, err
+	}
+	var up []audit.Execution
+	seen := map[string]bool{x.ID: true}
+	for parent := x.RetryOf; parent != "" && !seen[parent] && len(up) < audit.MaxChain; {
+		seen[parent] = true
+		var e audit.Execution
+		err := s.get(ctx, s.db, &e, "read execution", s.q.ExecutionRead, parent)
+		if isNoRows(err) {
+			e = audit.Execution{ID: parent, Note: "not seen by the service"}
+		} else if err != nil {
+			return x, nil, nil, err
+		}
+		up = append(up, e)
+		parent = e.RetryOf
+	}
+	var down []audit.Execution
+	err = s.selectAll(ctx, s.db, &down, "read retries", s.q.ExecutionReadRetries, id)
+	return x, up, down, err
+}
+
+// ExecutionEvents returns the events an execution touched.
+func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]audit.TouchedEvent, error) {
+	var out []audit.TouchedEvent
+	err := s.selectAll(ctx, s.db, &out, "read touched events", s.q.EventExecutionReadTouched, id)
+	return out, err
 }

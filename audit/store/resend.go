@@ -52,11 +52,7 @@ func (s *Store) WaitingAlerts(ctx context.Context, fingerprint string) (audit.Wa
 	if err != nil || stored == fingerprint || fingerprint == "" {
 		return w, err
 	}
-	query, args, err := bindNamed(s.q.OutboxWaitingAlerts,
+	err = s.one(ctx, s.db, &w.Resend, "count outbox", s.q.OutboxWaitingAlerts,
 		map[string]any{"since": s.t(s.now().Add(-audit.ResendWindow)), "config_errors": audit.DeadConfigPrefix + "%"})
-	if err != nil {
-		return w, &audit.Error{Code: audit.CodeInternal, Message: "bind count", Err: err}
-	}
-	err = s.get(ctx, s.db, &w.Resend, "count outbox", query, args...)
 	return w, err
 }

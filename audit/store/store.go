@@ -103,6 +103,7 @@ type Store struct {
 	// SQLite's work on the claim path and a round trip on PostgreSQL.
 	stmts     sync.Map // string → *sqlx.Stmt
 	preparing sync.Map // string → true while a background prepare runs
+	compiledQ sync.Map // string → compiled: named statements, compiled once
 	// lastCommit is when a transaction last committed (UnixNano): see
 	// answered.
 	lastCommit atomic.Int64
@@ -116,9 +117,9 @@ type Store struct {
 	writer chan struct{}
 	// claims commits concurrent claims together (one at a time when
 	// batching is off); nil only while Open runs.
-	claims   *batcher[claimInput, audit.ClaimResult]
-	outcomes *batcher[outcomeInput, audit.OutcomeResult]
-	errors   *batcher[errorInput, audit.N8NErrorResult]
+	claims   *batcher[*request, answer]
+	outcomes *batcher[*request, answer]
+	errors   *batcher[*request, answer]
 	busy     *busyKeys       // the entries the batches are deciding
 	gauges   *storeCollector // nil without metrics
 }
@@ -204,13 +205,20 @@ func (s *Store) startBatching(b Batching, conns int) {
 		}
 	}
 	s.busy = &busyKeys{busy: map[audit.EventKey]chan struct{}{}}
-	s.claims = newBatcher(s, "claims", b, s.claimBatch)
-	s.outcomes = newBatcher(s, "outcomes", b, s.outcomeBatch)
-	s.errors = newBatcher(s, "errors", b, s.errorBatch)
-	s.claims.key = func(c claimInput) audit.EventKey { return eventKey(c.req) }
-	s.outcomes.key = func(o outcomeInput) audit.EventKey { return reportKey(o.req) }
-	s.outcomes.prepare = s.prepareOutcome
-	s.claims.prepare = s.prepareClaim
+	s.claims = s.ledgerBatcher("claims", b)
+	s.outcomes = s.ledgerBatcher("outcomes", b)
+	s.errors = s.ledgerBatcher("errors", b)
+}
+
+// ledgerBatcher is a group commit of requests that the ledger decides
+// (decide), the ones of entries another session holds set aside.
+func (s *Store) ledgerBatcher(name string, cfg Batching) *batcher[*request, answer] {
+	var b *batcher[*request, answer]
+	b = newBatcher(s, name, cfg, func(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now time.Time) error {
+		return s.decide(ctx, tx, jobs, now, b.setAside)
+	})
+	b.key = func(r *request) audit.EventKey { return r.key() }
+	return b
 }
 
 // Close closes the database and releases the SQLite lock.

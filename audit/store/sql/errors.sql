@@ -25,16 +25,6 @@ UPDATE n8n_errors SET payload = '', payload_dropped = true WHERE id IN (
 -- name: ErrorKnown
 SELECT EXISTS (SELECT 1 FROM n8n_errors WHERE dedupe_key = ?)
 
--- name: ErrorLink
-UPDATE n8n_errors SET source = :source, event_id = :event_id
-  WHERE id = :id AND source IS NULL
-
--- name: ErrorLinkPending
-SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
-  workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
-  payload_dropped, intake_note, source, event_id FROM n8n_errors WHERE source IS NULL AND kind IN (?, ?, ?)
-  AND (execution_id IN (?) OR root_execution_id IN (?)) ORDER BY id
-
 -- name: ErrorList
 SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
   workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
@@ -66,19 +56,10 @@ DELETE FROM n8n_errors WHERE source = :source AND event_id = :event_id
   AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id
   AND NOT (h.source = :source AND h.event_id = :event_id))
 
--- name: ErrorReRoot
-UPDATE n8n_errors SET root_execution_id = :root
-  WHERE root_execution_id = :id
-
 -- name: ErrorRead
 SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
   workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
   payload_dropped, intake_note, source, event_id, payload FROM n8n_errors WHERE id = ?
-
--- name: ErrorReadDuplicate
-SELECT id, dedupe_key, received_at, kind, execution_id, retry_of, root_execution_id,
-  workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload_truncated,
-  payload_dropped, intake_note, source, event_id FROM n8n_errors WHERE dedupe_key = ?
 
 -- name: ErrorRelinkOfEvent
 UPDATE n8n_errors SET (source, event_id) = (SELECT h.source, h.event_id

@@ -7,26 +7,9 @@
 -- piece several statements share follows a line "-- fragment: name", in
 -- any of the files, and "{{name}}" in a statement stands for it.
 
--- name: HistoryAdd
-INSERT INTO event_history (source, event_id, item, at, kind, execution_id, retry_of,
-  workflow_id, workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id)
-  VALUES (:source, :event_id, :item, :at, :kind, :execution_id, :retry_of,
-  :workflow_id, :workflow_name, :node, :decision, :delivery, :class, :status, :actor, :message, :crm_ref, :error_id)
-  RETURNING id
-
 -- name: HistoryCount
 SELECT kind, count(*) AS n FROM event_history
   WHERE source = ? AND event_id = ? GROUP BY kind
-
--- name: HistoryReadContradiction
-SELECT EXISTS (SELECT 1 FROM event_history
-  WHERE source = ? AND event_id = ? AND item = ? AND kind = 'contradiction' AND execution_id = ? AND decision = ?
-  AND id > COALESCE((SELECT MAX(id) FROM event_history WHERE source = ? AND event_id = ? AND item = ?
-  AND kind = 'resolution'), 0))
-
--- name: HistoryReadEvidence
-SELECT EXISTS (SELECT 1 FROM event_history
-  WHERE source = ? AND event_id = ? AND item = ? AND kind = 'not_holder' AND execution_id = ? AND decision = ?)
 
 -- name: HistoryReadLastSettlement
 SELECT id, source, event_id, item, at, kind, execution_id,
@@ -56,14 +39,3 @@ SELECT w.source, w.event_id, w.status,
 SELECT at FROM event_history
   WHERE source = ? AND event_id = ? AND item = ? AND ((kind = 'outcome' AND decision = 'unknown') OR kind = 'error')
   ORDER BY id DESC LIMIT 1
-
--- name: HistoryReadSettlements
-SELECT kind, actor, execution_id, at FROM event_history
-  WHERE source = ? AND event_id = ? AND item = ? AND kind IN ('resolution', 'outcome')
-  ORDER BY id DESC LIMIT 1
-
--- name: HistoryReadWhyNotActing
-SELECT ee.acted, ee.role, COALESCE((SELECT h.decision
-  FROM event_history h WHERE h.source = ee.source AND h.event_id = ee.event_id AND h.kind = 'claim'
-  AND h.execution_id = ee.execution_id ORDER BY h.id DESC LIMIT 1), '') AS decision
-  FROM event_executions ee WHERE ee.source = ? AND ee.event_id = ? AND ee.execution_id = ?

@@ -103,9 +103,6 @@ UPDATE outbox SET state = 'pending',
 UPDATE outbox SET lease_until = :until
   WHERE id = :id AND lease_owner = :owner AND state = 'sending'
 
--- name: OutboxThreadOpen
-SELECT EXISTS (SELECT 1 FROM outbox WHERE thread_key = ? AND kind = 'alert')
-
 -- name: OutboxWaitingAlerts
 SELECT count(*) FROM outbox WHERE created_at >= :since AND (state = 'unconfigured'
   OR (state = 'dead' AND last_error LIKE :config_errors))

@@ -18,17 +18,6 @@ INSERT INTO job_leases (name, owner, lease_until)
   WHERE job_leases.owner = excluded.owner OR job_leases.lease_until < :now
   RETURNING owner
 
--- One request of a batch that runs alone (Store.alone): what it wrote
--- stays, or is rolled back when it is refused, and the batch goes on.
--- name: Savepoint
-SAVEPOINT alone
-
--- name: SavepointRelease
-RELEASE SAVEPOINT alone
-
--- name: SavepointRollback
-ROLLBACK TO SAVEPOINT alone
-
 -- name: StateChanged
 INSERT INTO service_state (name, value, updated_at)
   VALUES (:name, :value, :now)

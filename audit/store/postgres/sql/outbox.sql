@@ -6,13 +6,6 @@
 -- another session holds, batches as one data-modifying statement, typed
 -- parameters. The files' format is ../../sql/'s.
 
--- PostgreSQL: empty: ErrorBatchWrite writes the alerts with their counters.
--- name: OutboxBatchInsert
-
--- name: OutboxBatchOpenThreads
-WITH v AS (SELECT j->>'thread' AS thread FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:threads AS jsonb)))) AS j)
-SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT thread FROM v)
-
 -- name: OutboxLease
 WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o
   WHERE (o.state = 'pending' OR (o.state = 'sending' AND o.lease_until < :now)) AND o.due_at <= :now

@@ -23,6 +23,3 @@ counters AS (
 -- than such a query runs (118 ms waiting for the worker of an 11 ms count).
 -- name: OverviewSnapshot
 SET LOCAL max_parallel_workers_per_gather = 0
-
--- PostgreSQL: empty: ClaimBatchWrite writes the counters with the rest.
--- name: StatsBatchAdd

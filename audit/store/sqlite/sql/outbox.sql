@@ -5,20 +5,6 @@
 -- ../../sql/, in the file of the same name). Each says where and why it
 -- differs. The files' format is ../../sql/'s.
 
--- SQLite: each row set is one JSON array of objects, read by name.
--- name: OutboxBatchInsert
-WITH r AS (SELECT j.value->>'$.thread_key' AS thread_key, j.value->>'$.kind' AS kind, j.value->>'$.source' AS source,
-  j.value->>'$.event_id' AS event_id, j.value->>'$.error_id' AS error_id, j.value->>'$.payload' AS payload,
-  j.value->>'$.state' AS state, j.value->>'$.last_error' AS last_error, j.value->>'$.alert_kind' AS alert_kind
-  FROM json_each(:outbox) AS j)
-INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, error_id, payload, state, last_error,
-  alert_kind)
-  SELECT :now, :now, thread_key, kind, source, event_id, error_id, payload, state, last_error, alert_kind FROM r
-
--- name: OutboxBatchOpenThreads
-WITH v AS (SELECT j.value->>'$.thread' AS thread FROM json_each(:threads) AS j)
-SELECT DISTINCT thread_key FROM outbox WHERE kind = 'alert' AND thread_key IN (SELECT thread FROM v)
-
 -- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
 -- name: OutboxLease
 WITH picked AS MATERIALIZED (SELECT o.id FROM outbox o

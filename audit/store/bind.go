@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/jmoiron/sqlx/reflectx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// Named statements. A statement names its parameters (:name); its text is
+// compiled once, the first time it runs: for PostgreSQL every :name becomes
+// $n, for SQLite it stays and its values are bound by name (so that a
+// statement of several, SQLite's LedgerWrite, binds each one's by name).
+// A parameter's value comes from the field of the params struct with that
+// db tag, or from a map's key.
+
+// compiled is a named statement as sent to the database.
+type compiled struct {
+	query string
+	names []string // the parameters: PostgreSQL's $1, $2, …; SQLite's names
+	named bool     // bind by name (SQLite)
+}
+
+// compile returns a statement compiled for the store's database, from its
+// cache.
+func (s *Store) compile(query string) compiled {
+	if c, ok := s.compiledQ.Load(query); ok {
+		return c.(compiled)
+	}
+	c := compileNamed(query, s.db.DriverName() != "postgres")
+	s.compiledQ.Store(query, c)
+	return c
+}
+
+// compileNamed finds the :name parameters of query outside string
+// literals. Positional (named false): each distinct name becomes $n.
+func compileNamed(query string, named bool) compiled {
+	c := compiled{named: named}
+	var b strings.Builder
+	at := map[string]int{}
+	for i := 0; i < len(query); i++ {
+		ch := query[i]
+		if ch == '\'' { // a literal: copied to its closing quote
+			j := strings.IndexByte(query[i+1:], '\'')
+			if j < 0 {
+				j = len(query) - i - 1
+			}
+			b.WriteString(query[i : i+j+2])
+			i += j + 1
+			continue
+		}
+		if ch != ':' || i+1 >= len(query) || !nameStart(query[i+1]) || i > 0 && query[i-1] == ':' {
+			b.WriteByte(ch)
+			continue
+		}
+		j := i + 1
+		for j < len(query) && (nameStart(query[j]) || query[j] >= '0' && query[j] <= '9') {
+			j++
+		}
+		name := query[i+1 : j]
+		n, ok := at[name]
+		if !ok {
+			c.names = append(c.names, name)
+			n = len(c.names)
+			at[name] = n
+		}
+		if named {
+			b.WriteString(query[i:j])
+		} else {
+			b.WriteString("$" + strconv.Itoa(n))
+		}
+		i = j - 1
+	}
+	c.query = b.String()
+	return c
+}
+
+func nameStart(ch byte) bool { return ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' }
+
+// args returns the values of a compiled statement's parameters from arg (a
+// struct with db tags, or a map[string]any).
+func (s *Store) args(c compiled, arg any) ([]any, error) {
+	out := make([]any, len(c.names))
+	put := func(i int, v any) {
+		if c.named {
+			v = sql.Named(c.names[i], v)
+		}
+		out[i] = v
+	}
+	if m, ok := arg.(map[string]any); ok {
+		for i, name := range c.names {
+			v, ok := m[name]
+			if !ok {
+				return nil, fmt.Errorf("no value for :%s", name)
+			}
+			put(i, v)
+		}
+		return out, nil
+	}
+	v := reflect.Indirect(reflect.ValueOf(arg))
+	paths := s.db.Mapper.TraversalsByName(v.Type(), c.names)
+	for i, path := range paths {
+		if len(path) == 0 {
+			return nil, fmt.Errorf("no value for :%s in %s", c.names[i], v.Type())
+		}
+		put(i, reflectx.FieldByIndexesReadOnly(v, path).Interface())
+	}
+	return out, nil
+}
+
+// namedGet runs a statement with named parameters and scans its one row
+// into dest. It reports whether there was a row.
+func (s *Store) namedGet(ctx context.Context, q any, dest any, op, query string, arg any) (bool, error) {
+	c := s.compile(query)
+	args, err := s.args(c, arg)
+	if err != nil {
+		return false, &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
+	}
+	err = s.get(ctx, q, dest, op, c.query, args...)
+	if isNoRows(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// one is namedGet for a statement that always returns a row.
+func (s *Store) one(ctx context.Context, q any, dest any, op, query string, arg any) error {
+	_, err := s.namedGet(ctx, q, dest, op, query, arg)
+	return err
+}
+
+// namedSelect runs a statement with named parameters and scans its rows
+// into dest.
+func (s *Store) namedSelect(ctx context.Context, q any, dest any, op, query string, arg any) error {
+	c := s.compile(query)
+	args, err := s.args(c, arg)
+	if err != nil {
+		return &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
+	}
+	return s.selectAll(ctx, q, dest, op, c.query, args...)
+}
+
+// namedExec runs a statement with named parameters and returns the number
+// of rows it changed.
+func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any) (int64, error) {
+	c := s.compile(query)
+	args, err := s.args(c, arg)
+	if err != nil {
+		return 0, &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
+	}
+	return s.exec(ctx, q, op, c.query, args...)
+}
+
+var _ = sqlx.In // the positional statements still expand IN lists with sqlx

@@ -1,0 +1,305 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// The ledger: every request that moves an entry (a claim, an outcome
+// report, an error report, a hook call, a person's resolution, the stale
+// detector's look) is decided the same way, in three steps inside one
+// transaction: lock the entries the batch names and read what its
+// decisions need (LedgerLock, one statement), decide each request in the
+// order it came with audit.Decider (pure Go: the rules are in audit's
+// decision table), and write the plan (LedgerWrite). Claims, outcomes and
+// error reports are batched (group commit); the rest are batches of one.
+
+// request is one request of a batch.
+type request struct {
+	claim   *audit.ClaimRequest
+	outcome *audit.OutcomeRequest
+	report  *audit.N8NErrorReport
+	hooks   []audit.N8NHookReport
+	resolve *audit.ResolveRequest
+	stale   *staleCheck
+	word    *audit.N8NWord // what n8n's API said of the request's execution
+}
+
+// staleCheck is the stale detector's look at an entry.
+type staleCheck struct {
+	key    audit.EventKey
+	holder string
+	cutoff time.Time
+}
+
+// answer is what a request is answered: its result, or its refusal (err,
+// beside which what the request wrote commits).
+type answer struct {
+	claim   audit.ClaimResult
+	outcome audit.OutcomeResult
+	report  audit.N8NErrorResult
+	hooks   []audit.N8NHookResult
+	status  audit.Status
+	stale   bool
+	refusal error
+}
+
+type ledgerJob = job[*request, answer]
+
+// key names the event a request is about (none for an error report or a
+// hook call, which find their events through their executions).
+func (r *request) key() audit.EventKey {
+	switch {
+	case r.claim != nil:
+		return audit.EventKey{Source: r.claim.Source, EventID: r.claim.EventID}
+	case r.outcome != nil:
+		return audit.EventKey{Source: r.outcome.Source, EventID: r.outcome.EventID}
+	case r.resolve != nil:
+		return audit.EventKey{Source: r.resolve.Source, EventID: r.resolve.EventID}
+	case r.stale != nil:
+		return r.stale.key
+	}
+	return audit.EventKey{}
+}
+
+// want gathers what the lock must read for a batch.
+func wantOf(jobs []*ledgerJob) *want {
+	w := &want{}
+	for _, j := range jobs {
+		r := j.req
+		switch {
+		case r.claim != nil:
+			c := r.claim
+			w.event(c.Source, c.EventID)
+			w.id(c.ExecutionID)
+			w.id(c.RetryOf)
+			w.stamp(c.RunStamp, c.ExecutionID)
+			w.pending = true
+		case r.outcome != nil:
+			o := r.outcome
+			w.event(o.Source, o.EventID)
+			w.id(o.ExecutionID)
+			w.stamp(o.RunStamp, o.ExecutionID)
+			w.evidence = true
+		case r.report != nil:
+			w.id(r.report.ExecutionID)
+			w.id(r.report.RetryOf)
+			w.dedupe = append(w.dedupe, r.report.DedupeKey)
+			w.touch = true
+		case r.hooks != nil:
+			for _, h := range r.hooks {
+				w.id(h.ExecutionID)
+				w.id(h.RetryOf)
+				w.dedupe = append(w.dedupe, "exec:"+h.ExecutionID)
+			}
+			w.touch = true
+		case r.resolve != nil:
+			w.event(r.resolve.Source, r.resolve.EventID)
+		case r.stale != nil:
+			w.event(r.stale.key.Source, r.stale.key.EventID)
+			w.id(r.stale.holder)
+		}
+		w.word(r.word)
+	}
+	if w.touch {
+		// A new execution reusing an id records its error under a key of
+		// its own; the lock reads what it would be.
+		for _, id := range w.ids {
+			w.dedupe = append(w.dedupe, "exec:"+id)
+		}
+	}
+	return w
+}
+
+// decide runs a batch: lock, decide each request in the order it came,
+// write. The requests of entries another session holds are set aside
+// (setAside): they go in a later batch, never waiting for the row.
+func (s *Store) decide(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now time.Time,
+	setAside func([]*ledgerJob, func(*request) bool) []*ledgerJob) error {
+	snap, err := s.lock(ctx, tx, wantOf(jobs))
+	if err != nil {
+		return err
+	}
+	if len(snap.Locked) > 0 {
+		// A report or a hook call finds its events through its
+		// executions: any row held elsewhere may be one of them.
+		jobs = setAside(jobs, func(r *request) bool {
+			return snap.Locked[r.key()] || r.report != nil || r.hooks != nil
+		})
+	}
+	d := audit.NewDecider(snap, now, audit.Rules{MaxRun: s.maxRun, ReviewAfter: s.reviewAfter})
+	for _, j := range jobs {
+		r, a := j.req, &j.res
+		switch {
+		case r.claim != nil:
+			a.claim, j.err = d.Claim(*r.claim, r.word)
+		case r.outcome != nil:
+			a.outcome, a.refusal = d.Outcome(*r.outcome, r.word)
+		case r.report != nil:
+			a.report = d.Error(*r.report, r.word)
+		case r.hooks != nil:
+			for _, h := range r.hooks {
+				a.hooks = append(a.hooks, d.Hook(h))
+			}
+		case r.resolve != nil:
+			a.status, j.err = d.Resolve(*r.resolve)
+		case r.stale != nil:
+			a.stale = d.Stale(r.stale.key, r.stale.holder, r.stale.cutoff)
+		}
+	}
+	plan := d.Plan()
+	ids, err := s.write(ctx, tx, plan, now)
+	if err != nil {
+		return err
+	}
+	wakes := plan.Wakes()
+	for _, j := range jobs {
+		a := &j.res
+		if a.report.DedupeKey != "" && a.report.ID == 0 {
+			a.report.ID = ids[a.report.DedupeKey]
+		}
+		for i := range a.hooks {
+			if a.hooks[i].ErrorKey != "" && a.hooks[i].ErrorID == 0 {
+				a.hooks[i].ErrorID = ids[a.hooks[i].ErrorKey]
+			}
+		}
+		j.after = s.afterLedger(j.req, *a, wakes)
+	}
+	return nil
+}
+
+// afterLedger counts what a request did and wakes the outbox worker when
+// its batch wrote an alert, once the batch committed.
+func (s *Store) afterLedger(r *request, a answer, wakes bool) func() {
+	return func() {
+		switch {
+		case r.claim != nil:
+			s.metrics.Claimed(string(a.claim.Decision), string(a.claim.Delivery), string(a.claim.Class))
+		case r.outcome != nil:
+			s.metrics.Reported(string(r.outcome.Outcome), a.outcome.Changed && a.refusal == nil)
+		case r.report != nil && !a.report.Duplicate:
+			s.metrics.Ingested(a.report.Kind)
+		}
+		if wakes {
+			s.nudge()
+		}
+	}
+}
+
+// alone decides one request in a transaction of its own: a person's
+// resolution, a hook call, a stale check.
+func (s *Store) alone(ctx context.Context, r *request) (answer, error) {
+	j := &ledgerJob{ctx: ctx, req: r}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		j.res, j.err, j.after = answer{}, nil, nil
+		return s.decide(ctx, tx, []*ledgerJob{j}, s.now(), func(jobs []*ledgerJob, _ func(*request) bool) []*ledgerJob {
+			j.err = &audit.Error{Code: audit.CodeBusy, Message: "an entry's row is held by another database session",
+				Err: audit.ErrLocked}
+			return nil
+		})
+	})
+	if err != nil {
+		return answer{}, err
+	}
+	if j.err == nil && j.after != nil {
+		j.after()
+	}
+	return j.res, j.err
+}
+
+// errDecideAgain says a batch's write met a row another session wrote
+// since the batch read: the transaction is run again, deciding anew.
+var errDecideAgain = errors.New("store: another session wrote a row this batch decided about: decide again")
+
+// Claim registers an execution's wish to act on an event and decides, in
+// one transaction, whether it may (audit.Decider.Claim); concurrent claims
+// share one.
+func (s *Store) Claim(ctx context.Context, req audit.ClaimRequest) (audit.ClaimResult, error) {
+	if err := req.Validate(); err != nil {
+		return audit.ClaimResult{}, err
+	}
+	req = req.Stored(s.redact)
+	a, err := s.claims.do(ctx, &request{claim: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode)})
+	return a.claim, err
+}
+
+// ReportOutcome moves an entry for its holder (audit.Decider.Outcome). A
+// report from an execution that does not hold it is refused with
+// CodeNotHolder and kept as evidence.
+func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (audit.OutcomeResult, error) {
+	if err := req.Validate(); err != nil {
+		return audit.OutcomeResult{}, err
+	}
+	a, err := s.outcomes.do(ctx, &request{outcome: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode)})
+	if err != nil {
+		return audit.OutcomeResult{}, err
+	}
+	return a.outcome, a.refusal
+}
+
+// RecordError stores an error report once per execution (or identical
+// payload), links it to the events its execution touched and alerts
+// (audit.Decider.Error).
+func (s *Store) RecordError(ctx context.Context, r audit.N8NErrorReport) (audit.N8NErrorResult, error) {
+	r = r.Stored(s.redact)
+	var word *audit.N8NWord
+	if r.Kind == audit.N8NErrorExecution && r.ExecutionID != "" {
+		word = s.askN8N(ctx, r.ExecutionID)
+	}
+	a, err := s.errors.do(ctx, &request{report: &r, word: word})
+	return a.report, err
+}
+
+// RecordHookReports records what n8n's execution hooks say about
+// executions' starts and ends, in one transaction (audit.Decider.Hook).
+func (s *Store) RecordHookReports(ctx context.Context, reports []audit.N8NHookReport) ([]audit.N8NHookResult, error) {
+	if err := audit.ValidateHookReports(reports); err != nil {
+		return nil, err
+	}
+	stored := make([]audit.N8NHookReport, len(reports))
+	for i, r := range reports {
+		stored[i] = r.Stored(s.redact)
+	}
+	a, err := s.alone(ctx, &request{hooks: stored})
+	return a.hooks, err
+}
+
+// Resolve moves an entry for a person (audit.Decider.Resolve): fenced by
+// the version and the holder the person saw, so that of two people one
+// wins and the other is told what changed.
+func (s *Store) Resolve(ctx context.Context, req audit.ResolveRequest) (audit.Status, error) {
+	if err := req.Validate(); err != nil {
+		return "", err
+	}
+	a, err := s.alone(ctx, &request{resolve: &req})
+	return a.status, err
+}
+
+// DetectStale alerts, once per processing period, about entries processing
+// for longer than the review delay without an outcome. Each is decided in a
+// transaction of its own, safe for several instances at once.
+func (s *Store) DetectStale(ctx context.Context) (int, error) {
+	cutoff := s.reviewCutoff()
+	var keys []struct {
+		audit.EventKey
+		Holder string `db:"holder_execution_id"`
+	}
+	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", s.q.EventFindStale, s.t(cutoff)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys {
+		a, err := s.alone(ctx, &request{stale: &staleCheck{key: k.EventKey, holder: k.Holder, cutoff: cutoff}})
+		if err != nil {
+			return n, err
+		}
+		if a.stale {
+			n++
+		}
+	}
+	return n, nil
+}
