@@ -169,7 +169,17 @@ func (d *Decider) whyNotActing(ev EventKey, chain []string, id string) string {
 		case p.Acted:
 			return fmt.Sprintf("error of execution %s, which acted before but no longer holds the entry", x)
 		case p.Role == RoleClaim:
-			return fmt.Sprintf("error of execution %s, which was told to do nothing", x)
+			// It did not act, so the entry was processing (it was told in
+			// progress), done or cancelled when it claimed: the last two
+			// are final.
+			told := "in progress"
+			switch e := d.snap.Entries[EntryKey{Source: ev.Source, EventID: ev.EventID}]; e.Status {
+			case StatusDone:
+				told = "duplicate"
+			case StatusCancelled:
+				told = "cancelled"
+			}
+			return fmt.Sprintf("error of execution %s, which was told %s and did nothing", x, told)
 		}
 	}
 	return fmt.Sprintf("error of execution %s, which does not hold the entry", cmp.Or(chainAt(chain, 0), id))

@@ -28,13 +28,13 @@ func (d *Decider) Outcome(r OutcomeRequest, word *N8NWord) (OutcomeResult, error
 	id := d.identify(Sighting{Kind: SeenOutcome, ID: r.ExecutionID, WorkflowID: r.WorkflowID, Mode: r.Mode,
 		Stamp: r.RunStamp, Word: word})
 	note := joinNote(id.Reset, id.Note)
+	who := whoFor(e, id)
 	if id.Refused != "" {
 		// Another execution the service cannot tell from the one it knows
 		// by the id: it holds nothing.
 		id = Identity{ID: r.ExecutionID, Chain: []string{r.ExecutionID}}
-		note = "its id is known from another workflow"
+		note, who = "its id is known from another workflow", WhoOther
 	}
-	who := whoFor(e, id)
 	row := d.decide(e, Act(r.Outcome), who)
 	wf := d.workflowOf(id.ID)
 	if wf == "" {

@@ -153,6 +153,10 @@ func (d *Decider) judge(k *Exec, s Sighting) (verdict int, why string, proven bo
 	case s.Stamp != "" && k.Stamp != "" && s.Stamp != k.Stamp:
 		return newExecution, fmt.Sprintf("execution %s presents another run stamp than the one the service knows (%s)",
 			id, k.Stamp), true
+	case k.Waiting() && !s.StartedAt.IsZero() && !s.StartedAt.Before(k.StartedAt.Add(-startJitter)):
+		// A waiting execution resumes under its id, perhaps with its
+		// resumption's start time.
+		return sameExecution, "", false
 	case !s.StartedAt.IsZero() && !k.StartedAt.IsZero():
 		if absDuration(s.StartedAt.Sub(k.StartedAt)) > startJitter {
 			return newExecution, fmt.Sprintf("n8n says execution %s started at %s; the one the service knows started at %s",
@@ -274,17 +278,30 @@ func (d *Decider) lineage(x *Exec, s Sighting, id Identity) Identity {
 			id.Note = joinNote(id.Note, fmt.Sprintf("its run stamp is execution %s's: a Retry of it", N8NID(m.ID)))
 		}
 	}
-	if x.RetryOf == "" && x.ClaimedRetryOf != "" {
-		if p := d.snap.current(x.ClaimedRetryOf); p != nil && p.ID != x.ID && x.Root == x.ID {
-			x.Root, x.Dirty = cmp.Or(p.Root, p.ID), true // for people to see: it grants nothing
+	if x.RetryOf == "" && x.ClaimedRetryOf != "" && x.Root == x.ID && N8NID(x.ClaimedRetryOf) != x.N8NID {
+		// Reported lineage roots the execution under the one it names, so
+		// that its errors link to that one's event for people to see; it
+		// grants nothing (the chain follows n8n's word only).
+		root := x.ClaimedRetryOf
+		if p := d.snap.current(x.ClaimedRetryOf); p != nil {
+			root = cmp.Or(p.Root, p.ID)
+		}
+		if root != x.ID {
+			d.plan.ReRoots = append(d.plan.ReRoots, ReRoot{From: x.Root, To: root})
+			x.Root, x.Dirty = root, true
 		}
 	}
-	if s.ClaimedRetryOf != "" && !s.Word.ok() && x.RetryOf == "" {
+	switch {
+	case s.ClaimedRetryOf == "" || x.RetryOf != "" && N8NID(x.RetryOf) == s.ClaimedRetryOf:
+	case s.Word.ok():
+		id.Note = joinNote(id.Note, fmt.Sprintf("the retry_of %s it sent is not n8n's", s.ClaimedRetryOf))
+	default:
 		id.Note = joinNote(id.Note, fmt.Sprintf("retry_of %s not verified: configure the n8n API "+
 			"(RETRYAUDIT_N8N_API_URL) or n8n's execution hooks to have retries recognised", s.ClaimedRetryOf))
 	}
 	if s.Word != nil && s.Word.Asked && s.Word.Err != nil {
-		id.Note = joinNote(id.Note, fmt.Sprintf("n8n could not say who execution %s is (%v)", N8NID(x.ID), s.Word.Err))
+		id.Note = joinNote(id.Note, fmt.Sprintf("n8n could not say whether execution %s is a retry (%v): treated as a redelivery",
+			N8NID(x.ID), s.Word.Err))
 	}
 	id.Chain = d.snap.chain(x.ID)
 	return id

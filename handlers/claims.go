@@ -43,7 +43,7 @@ func (h *Handler) claim(c *gin.Context) {
 		Source: o.str("source"), EventID: o.str("event_id"), ExecutionID: o.id("execution_id"),
 		WorkflowID: o.id("workflow_id"), WorkflowName: o.str("workflow_name"), Node: o.str("node"),
 		RetryOf: o.id("retry_of"), Items: o.ids("items"), Fingerprint: o.str("fingerprint"),
-		DeliveryID: o.str("delivery_id"),
+		DeliveryID: o.str("delivery_id"), RunStamp: o.str("run_stamp"), Mode: o.str("mode"),
 	}
 	h.requireWorkflow(o, req.WorkflowID)
 	h.qualify(c, o, map[string]*string{"execution_id": &req.ExecutionID, "workflow_id": &req.WorkflowID,

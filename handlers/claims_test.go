@@ -54,7 +54,7 @@ func TestClaim(t *testing.T) {
 
 		t.Run("execution ids may be JSON numbers", func(t *testing.T) {
 			body := claimBody("shop", "order-num", "")
-			body["execution_id"] = 4712
+			body["execution_id"], body["run_stamp"] = 4712, stampOf("4712")
 			out := s.claim(t, body)
 			if out["holder_execution_id"] != "4712" {
 				t.Errorf("holder = %v", out["holder_execution_id"])
@@ -146,7 +146,7 @@ func TestClaim(t *testing.T) {
 				t.Errorf("second = %v", out)
 			}
 			body["fingerprint"] = "created:99.00"
-			body["execution_id"] = "82"
+			body["execution_id"], body["run_stamp"] = "82", stampOf("82")
 			if out := s.claim(t, body); out["fingerprint_mismatch"] != false {
 				t.Errorf("matching again = %v", out)
 			}
@@ -184,7 +184,7 @@ func TestClaimItems(t *testing.T) {
 			t.Errorf("outcome without item: %d %v", code, out)
 		}
 
-		body["execution_id"] = "91"
+		body["execution_id"], body["run_stamp"] = "91", stampOf("91")
 		retry := s.claim(t, body)
 		got := map[string]string{}
 		for _, it := range retry["items"].([]any) {

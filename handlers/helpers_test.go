@@ -156,7 +156,12 @@ func pathEscape(s string) string { return url.PathEscape(s) }
 
 func claimBody(source, eventID, execution string) map[string]any {
 	return map[string]any{"source": source, "event_id": eventID, "execution_id": execution,
-		"workflow_id": "wf1", "workflow_name": "Orders to CRM", "node": "Claim event"}
+		"workflow_id": "wf1", "workflow_name": "Orders to CRM", "node": "Claim event", "run_stamp": stampOf(execution)}
+}
+
+// stampOf is the run stamp the shipped workflow's execution id makes.
+func stampOf(execution string) string {
+	return execution + ":1764925200000:test"
 }
 
 func newBenchServer(b *testing.B, h *handlers.Handler) string {

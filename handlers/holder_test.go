@@ -76,7 +76,7 @@ func (s *server) event(t *testing.T, source, eventID string) map[string]any {
 
 func outcomeBody(eventID, execution, outcome string) map[string]any {
 	return map[string]any{"source": "shop", "event_id": eventID, "execution_id": execution, "outcome": outcome,
-		"workflow_id": "wf1"}
+		"workflow_id": "wf1", "run_stamp": stampOf(execution)}
 }
 
 // lastOfKind returns the newest line of a kind (the API lists the newest
@@ -197,6 +197,7 @@ func TestOneHolder(t *testing.T) {
 			s.claim(t, claimBody("shop", "e5", "30"))
 			other := claimBody("shop", "e5", "30")
 			other["workflow_id"] = "wf-staging"
+			delete(other, "run_stamp") // a call built by hand: nothing tells it apart from 30 but its workflow
 			deliveries := s.event(t, "shop", "e5")["deliveries"]
 			code, out := s.call(t, "POST", "/v1/claims", other)
 			if code != http.StatusConflict || !strings.Contains(apiErr(out)["message"].(string), "not the execution 30 the service knows") {
@@ -208,6 +209,18 @@ func TestOneHolder(t *testing.T) {
 			if code, out := s.outcome(t, map[string]any{"source": "shop", "event_id": "e5", "execution_id": "30",
 				"workflow_id": "wf-staging", "outcome": "failed"}); code != http.StatusConflict || apiErr(out)["code"] != "not_holder" {
 				t.Errorf("the impostor's outcome: %d %v", code, out)
+			}
+			// With a run stamp of its own (a second n8n's execution 30), it
+			// is another execution: kept apart, granted nothing.
+			other["run_stamp"] = "30:1764925299999:staging"
+			if code, out := s.call(t, "POST", "/v1/claims", other); code != http.StatusOK || out["process"] != false ||
+				out["decision"] != "in_progress" {
+				t.Errorf("the impostor with its own stamp: %d %v", code, out)
+			}
+			other["outcome"] = "failed"
+			delete(other, "node")
+			if code, out := s.outcome(t, other); code != http.StatusConflict || apiErr(out)["code"] != "not_holder" {
+				t.Errorf("the stamped impostor's outcome: %d %v", code, out)
 			}
 			if out := s.claim(t, claimBody("shop", "e5", "30")); out["decision"] != "held" {
 				t.Errorf("the real 30's resend = %v", out)
@@ -268,6 +281,7 @@ func TestRetryOutcome(t *testing.T) {
 			n8n.add("32", "retry", "30")
 			body := outcomeBody("r1", "32", "done")
 			body["crm_ref"] = "CRM-1"
+			delete(body, "run_stamp") // a call built by hand: n8n's API tells the Retry
 			code, out := s.outcome(t, body)
 			if code != http.StatusOK || out["changed"] != true || out["status"] != "done" {
 				t.Fatalf("the retry's done: %d %v", code, out)
@@ -294,7 +308,9 @@ func TestRetryOutcome(t *testing.T) {
 			s.outcome(t, outcomeBody("r2", "40", "failed"))
 			n8n.add("41", "retry", "40")
 			n8n.add("42", "retry", "41")
-			code, out := s.outcome(t, outcomeBody("r2", "42", "unknown"))
+			report := outcomeBody("r2", "42", "unknown")
+			delete(report, "run_stamp") // a call built by hand: n8n's API tells the Retry
+			code, out := s.outcome(t, report)
 			if code != http.StatusOK || out["status"] != "processing" || out["needs_review"] != true {
 				t.Fatalf("the retry's unknown: %d %v", code, out)
 			}

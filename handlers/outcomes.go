@@ -17,7 +17,7 @@ func (h *Handler) outcome(c *gin.Context) {
 	req := audit.OutcomeRequest{
 		Source: o.str("source"), EventID: o.str("event_id"), Item: o.id("item"),
 		Outcome: audit.Outcome(o.str("outcome")), ExecutionID: o.id("execution_id"), WorkflowID: o.id("workflow_id"),
-		Reason: o.text("reason"), CRMRef: o.id("crm_ref"),
+		Reason: o.text("reason"), CRMRef: o.id("crm_ref"), RunStamp: o.str("run_stamp"), Mode: o.str("mode"),
 	}
 	h.requireWorkflow(o, req.WorkflowID)
 	h.qualify(c, o, map[string]*string{"execution_id": &req.ExecutionID, "workflow_id": &req.WorkflowID})

@@ -63,7 +63,9 @@ func seedHistory(t *testing.T, s *server, clock *audittest.Clock) {
 	// Dec 3: a new event, and a Retry of its execution that re-runs the claim.
 	clock.Advance(24 * time.Hour) // 2026-12-03 11:01
 	s.claim(t, body("e4", "x8", "", ""))
-	if out := s.claim(t, body("e4", "x9", "", "")); out["redelivery_class"] != "manual_retry" || out["process"] != true {
+	retry := body("e4", "x9", "", "")
+	retry["run_stamp"] = stampOf("x8") // n8n's Retry replays the stamp x8 made
+	if out := s.claim(t, retry); out["redelivery_class"] != "manual_retry" || out["process"] != true {
 		t.Fatalf("x9 = %v", out)
 	}
 	s.claim(t, body("e5", "x10", "", ""))

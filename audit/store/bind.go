@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/jmoiron/sqlx/reflectx"
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -156,5 +155,3 @@ func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any)
 	}
 	return s.exec(ctx, q, op, c.query, args...)
 }
-
-var _ = sqlx.In // the positional statements still expand IN lists with sqlx

@@ -223,7 +223,7 @@ func (s *Store) Claim(ctx context.Context, req audit.ClaimRequest) (audit.ClaimR
 		return audit.ClaimResult{}, err
 	}
 	req = req.Stored(s.redact)
-	a, err := s.claims.do(ctx, &request{claim: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode)})
+	a, err := s.claims.do(ctx, &request{claim: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode, req.RetryOf)})
 	return a.claim, err
 }
 
@@ -234,7 +234,7 @@ func (s *Store) ReportOutcome(ctx context.Context, req audit.OutcomeRequest) (au
 	if err := req.Validate(); err != nil {
 		return audit.OutcomeResult{}, err
 	}
-	a, err := s.outcomes.do(ctx, &request{outcome: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode)})
+	a, err := s.outcomes.do(ctx, &request{outcome: &req, word: s.askFor(ctx, req.ExecutionID, req.RunStamp, req.Mode, "")})
 	if err != nil {
 		return audit.OutcomeResult{}, err
 	}

@@ -9,11 +9,12 @@ import (
 
 // askFor asks n8n's API about a claim's or an outcome's execution when its
 // word is needed: the request carries no run stamp (n8n's start time then
-// tells a reused id apart, and its lineage a Retry), or it comes from a
-// person's run in the editor (only n8n can say it is a Retry). A request
-// with its stamp needs nothing from n8n, and nothing is asked.
-func (s *Store) askFor(ctx context.Context, id, stamp, mode string) *audit.N8NWord {
-	if s.lookup == nil || stamp != "" && !audit.ManualMode(mode) {
+// tells a reused id apart, and its lineage a Retry), it comes from a
+// person's run in the editor, or it says it retries another (only n8n can
+// say it is a Retry). A request with its stamp needs nothing from n8n, and
+// nothing is asked.
+func (s *Store) askFor(ctx context.Context, id, stamp, mode, retryOf string) *audit.N8NWord {
+	if s.lookup == nil || stamp != "" && !audit.ManualMode(mode) && retryOf == "" {
 		return nil
 	}
 	return s.askN8N(ctx, id)

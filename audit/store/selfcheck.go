@@ -28,7 +28,7 @@ func (s *Store) DeleteScratch(ctx context.Context, executionPrefix string) error
 		return audit.Errorf(audit.CodeInvalid, "the drill's executions are named %s-…", audit.ScratchSource)
 	}
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		arg := map[string]any{"sources": []string{audit.ScratchSource, audit.ScratchSource + ".other"},
+		arg := map[string]any{"source": audit.ScratchSource, "other": audit.ScratchSource + ".other",
 			"executions": executionPrefix + "%"}
 		for _, q := range []string{
 			s.q.OutboxDeleteScratch,

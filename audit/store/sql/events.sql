@@ -23,7 +23,7 @@ SELECT w.source,
   GROUP BY w.source, COALESCE(x.workflow_id, '')
 
 -- name: EventDeleteScratch
-DELETE FROM webhook_events WHERE source IN (:sources)
+DELETE FROM webhook_events WHERE source IN (:source, :other)
 
 -- name: EventFindStale
 SELECT source, event_id, holder_execution_id

@@ -50,7 +50,7 @@ SELECT count(*) FROM outbox WHERE state IN ('pending', 'sending') AND created_at
 SELECT count(*) FROM outbox WHERE thread_key = ?
 
 -- name: OutboxDeleteScratch
-DELETE FROM outbox WHERE source IN (:sources)
+DELETE FROM outbox WHERE source IN (:source, :other)
 
 -- name: OutboxFinish
 UPDATE outbox SET state = :state, due_at = :due,

@@ -25,6 +25,7 @@ WITH RECURSIVE named AS (
 ), chain (execution_id, depth) AS (
   SELECT execution_id, 0 FROM named
   UNION SELECT root_execution_id, 0 FROM named
+  UNION SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)), 0
   UNION SELECT x.retry_of, c.depth + 1 FROM chain c JOIN executions x ON x.execution_id = c.execution_id
   WHERE x.retry_of <> '' AND c.depth < 50
 ), ids AS (SELECT DISTINCT execution_id FROM chain WHERE execution_id <> ''

@@ -14,6 +14,7 @@ WITH RECURSIVE named AS (
 ), chain (execution_id, depth) AS (
   SELECT execution_id, 0 FROM named
   UNION SELECT root_execution_id, 0 FROM named
+  UNION SELECT value, 0 FROM json_each(:ids)
   UNION SELECT x.retry_of, c.depth + 1 FROM chain c JOIN executions x ON x.execution_id = c.execution_id
   WHERE x.retry_of <> '' AND c.depth < 50
 ), ids AS (SELECT DISTINCT execution_id FROM chain WHERE execution_id <> ''
