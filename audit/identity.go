@@ -54,4 +54,3 @@ const (
 	SeenHookStart = "hook_start"
 	SeenHookEnd   = "hook_end"
 )
-

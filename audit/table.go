@@ -23,18 +23,18 @@ type State string
 
 // The states.
 const (
-	StNew                State = "new"
-	StProcessing         State = "processing"
-	StContradicted       State = "processing:contradiction"
-	StDone               State = "done"
-	StDoneByPerson       State = "done:person"
-	StFailed             State = "failed"
-	StFailedByPerson     State = "failed:person"
-	StCancelled          State = "cancelled"
-	anyProcessing  State = "processing*"
-	anyDone        State = "done*"
-	anyFailed      State = "failed*"
-	anyState       State = "*"
+	StNew            State = "new"
+	StProcessing     State = "processing"
+	StContradicted   State = "processing:contradiction"
+	StDone           State = "done"
+	StDoneByPerson   State = "done:person"
+	StFailed         State = "failed"
+	StFailedByPerson State = "failed:person"
+	StCancelled      State = "cancelled"
+	anyProcessing    State = "processing*"
+	anyDone          State = "done*"
+	anyFailed        State = "failed*"
+	anyState         State = "*"
 )
 
 // Act is what happened to an entry.
@@ -111,8 +111,8 @@ type Row struct {
 // clearReview is Row.Review's value that clears the review reason;
 // nextOutcome is Row.Next's value for the status the report names.
 const (
-	clearReview             = "-"
-	nextOutcome      Status = "=outcome"
+	clearReview        = "-"
+	nextOutcome Status = "=outcome"
 )
 
 // Table is every transition of a ledger entry.

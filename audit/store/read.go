@@ -1,10 +1,10 @@
 package store
 
 import (
-	"slices"
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"slices"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
@@ -166,6 +166,7 @@ func encodeCursor(at time.Time, source, eventID string) string {
 	raw := at.UTC().Format(time.RFC3339Nano) + "\x00" + source + "\x00" + eventID
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
+
 // historyPage reads one page of an event's lines (newest first from the
 // index, returned oldest first), the counts by kind and the refused
 // reports.

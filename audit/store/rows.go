@@ -128,14 +128,14 @@ type (
 		EventID          *string  `json:"event_id"`
 	}
 	outboxRow struct {
-		ThreadKey string `json:"thread_key"`
-		Kind      string `json:"kind"`
-		Source    string `json:"source"`
-		EventID   string `json:"event_id"`
-		ErrorID   *int64 `json:"error_id"`
-		Payload   string `json:"payload"`
-		State     string `json:"state"`
-		LastError string `json:"last_error"`
+		ThreadKey string   `json:"thread_key"`
+		Kind      string   `json:"kind"`
+		Source    string   `json:"source"`
+		EventID   string   `json:"event_id"`
+		ErrorID   *int64   `json:"error_id"`
+		Payload   string   `json:"payload"`
+		State     string   `json:"state"`
+		LastError string   `json:"last_error"`
 		AlertKind string   `json:"alert_kind"`
 		DueAt     jsonTime `json:"due_at"`
 	}
