@@ -27,13 +27,13 @@ type Decider struct {
 	now   time.Time
 	rules Rules
 	plan  Plan
-	// errKeys are the dedupe keys recorded by this batch.
-	errKeys map[string]bool
+	// errKeys are the errors recorded by this batch, by dedupe key.
+	errKeys map[string]N8NErrorResult
 }
 
 // NewDecider starts the decisions of one batch at now.
 func NewDecider(snap *Snapshot, now time.Time, rules Rules) *Decider {
-	return &Decider{snap: snap, now: now, rules: rules, errKeys: map[string]bool{}}
+	return &Decider{snap: snap, now: now, rules: rules, errKeys: map[string]N8NErrorResult{}}
 }
 
 // Plan returns what the batch's decisions write: the dirty rows of the

@@ -73,5 +73,5 @@ func (d *Decider) idReset(n8nID, known string, x *Exec, why string) {
 			"executions do not apply to the new ones; redeliveries of events the old ones claimed are told to wait.",
 		instance, N8NID(n8nID), known, why)}
 	d.plan.Groups = append(d.plan.Groups, GroupNotice{Kind: AlertIDReset, WorkflowID: instance,
-		Node: fmt.Sprintf("incarnation %d", x.Incarnation), Alert: a})
+		Node: fmt.Sprintf("incarnation %d", x.Incarnation), Alert: a, Forever: true})
 }

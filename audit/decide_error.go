@@ -58,15 +58,19 @@ func (d *Decider) recordError(r N8NErrorReport, id Identity) N8NErrorResult {
 		r.AddNote(id.Refused)
 	}
 	res := N8NErrorResult{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf, DedupeKey: r.DedupeKey}
-	if old, ok := d.snap.Errors[r.DedupeKey]; ok || d.errKeys[r.DedupeKey] {
-		return d.duplicateError(r, old, ok)
+	if first, ok := d.errKeys[r.DedupeKey]; ok {
+		first.Duplicate = true // recorded by this batch: the first report stands
+		return first
 	}
-	d.errKeys[r.DedupeKey] = true
+	if old, ok := d.snap.Errors[r.DedupeKey]; ok {
+		return d.duplicateError(r, old)
+	}
 	events, root := d.linkedEvents(id)
 	w := ErrorWrite{Report: r, Root: cmp.Or(root, r.ExecutionID)}
 	if len(events) > 0 {
 		w.Link, res.Linked = &events[0], &events[0]
 	}
+	d.errKeys[r.DedupeKey] = res
 	d.plan.Errors = append(d.plan.Errors, w)
 	rec := N8NErrorRecord{Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf, WorkflowID: r.WorkflowID,
 		WorkflowName: r.WorkflowName, Node: r.Node, Message: r.Message, URL: r.URL}
@@ -206,12 +210,9 @@ func (d *Decider) unlinked(r N8NErrorReport) {
 // duplicateError answers a report of an error recorded before. A payload
 // and a reconciliation record describe the same execution: whichever comes
 // second fills in what the first lacks.
-func (d *Decider) duplicateError(r N8NErrorReport, old N8NErrorRecord, stored bool) N8NErrorResult {
+func (d *Decider) duplicateError(r N8NErrorReport, old N8NErrorRecord) N8NErrorResult {
 	res := N8NErrorResult{Kind: r.Kind, Duplicate: true, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
 		DedupeKey: r.DedupeKey}
-	if !stored {
-		return res // recorded by this batch: the first report stands
-	}
 	res.ID, res.Kind, res.ExecutionID, res.RetryOf = old.ID, old.Kind, old.ExecutionID, old.RetryOf
 	if m, changed := MergeError(old, r); changed {
 		d.plan.Errors = append(d.plan.Errors, ErrorWrite{Report: r, Merge: &m})

@@ -53,22 +53,22 @@ func (d *Decider) Outcome(r OutcomeRequest, word *N8NWord) (OutcomeResult, error
 	case AnsConflict:
 		before := *e
 		if row.Line == KindContradiction {
-			d.contradiction(e, row, r, id, false)
+			d.contradiction(e, row, r, id, "")
 		}
 		return OutcomeResult{Status: e.Status}, &Error{Code: CodeConflict, Status: before.Status, Holder: before.Holder,
 			Message: conflictMessage(before, r.Outcome)}
 	case AnsUnchanged:
 		res := OutcomeResult{Status: e.Status, NeedsReview: e.NeedsReview()}
 		if row.Line == KindContradiction {
-			res.Message = d.contradiction(e, row, r, id, false)
+			res.Message = d.contradiction(e, row, r, id, "")
 		}
 		return res, nil
 	}
 	if row.Line == KindContradiction { // the holder's done after a person's failed: back to processing
-		prev := *e
+		by := e.ResolvedBy
 		d.apply(e, row, id.ID, false, Status(r.Outcome))
 		d.setCRM(e, r.CRMRef)
-		msg := d.contradiction(e, row, r, id, prev.Status == StatusFailed)
+		msg := d.contradiction(e, row, r, id, by)
 		d.rollUpItem(e)
 		return OutcomeResult{Changed: true, Status: e.Status, NeedsReview: true, Message: msg}, nil
 	}
@@ -137,10 +137,11 @@ func (d *Decider) evidence(e *Entry, row Row, r OutcomeRequest, id Identity, not
 
 // contradiction keeps the holder's report that disagrees with a person's
 // resolution (or cancellation), once per execution and outcome, with its
-// CRM reference, and alerts; it returns the line's message. moved says the
-// entry went back to processing.
-func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity, moved bool) string {
-	prev := e.Status
+// CRM reference, and alerts; it returns the line's message. movedFrom is
+// the person whose failed the report moved back to processing ("" when
+// the entry stays).
+func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity, movedFrom string) string {
+	prev, moved := e.Status, movedFrom != ""
 	if moved {
 		prev = StatusFailed
 	}
@@ -149,6 +150,9 @@ func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity
 		msg += " (CRM reference " + r.CRMRef + ")"
 	}
 	by := e.ResolvedBy
+	if moved {
+		by = movedFrom
+	}
 	if by == "" {
 		by = "a person"
 	}

@@ -135,6 +135,10 @@ func (d *Decider) judge(k *Exec, s Sighting) (verdict int, why string, proven bo
 	if s.Word.ok() {
 		w := s.Word.Self
 		switch {
+		case w.WorkflowID != "" && s.WorkflowID != "" && w.WorkflowID != s.WorkflowID:
+			return otherExecution, fmt.Sprintf("execution %s of workflow %s is not the execution %s the service knows "+
+				"(n8n says it runs workflow %s): a second n8n sharing ids, or one whose database was reset; nothing "+
+				"was recorded", id, s.WorkflowID, id, w.WorkflowID), true
 		case !w.StartedAt.IsZero() && !k.StartedAt.IsZero() && absDuration(w.StartedAt.Sub(k.StartedAt)) > startJitter:
 			return newExecution, fmt.Sprintf("n8n says execution %s started at %s; the one the service knows started at %s",
 				id, started(w.StartedAt), started(k.StartedAt)), true

@@ -152,7 +152,7 @@ var Table = []Row{
 		"a stray failed changes no risk"},
 	{StDoneByPerson, failedOrUnknown, holderOrRe, "", false, "", AnsConflict, KindContradiction, AlertContradiction, false,
 		"the holder contradicts a person's done: the order the person believed in may not exist"},
-	{anyDone, ActDone, holderOrRe, "", false, "", AnsUnchanged, "", "", false,
+	{anyDone, ActDone, holderish, "", false, "", AnsUnchanged, "", "", false,
 		"the same outcome again"},
 	{anyDone, anyOutcome, holderOrRe, "", false, "", AnsConflict, "", "", false,
 		"done is final"},

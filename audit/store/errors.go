@@ -76,4 +76,6 @@ func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 // retryable reports whether a transaction failed only because it lost a race
 // with another one (a serialization failure or deadlock): running it again is
 // safe and will succeed or see the winner's result.
-func (s *Store) retryable(err error) bool { return s.drv.Classify(err) == driver.Retry }
+func (s *Store) retryable(err error) bool {
+	return errors.Is(err, errDecideAgain) || s.drv.Classify(err) == driver.Retry
+}

@@ -9,12 +9,12 @@ import (
 
 // askFor asks n8n's API about a claim's or an outcome's execution when its
 // word is needed: the request carries no run stamp (n8n's start time then
-// tells a reused id apart, and its lineage a Retry), it comes from a
-// person's run in the editor, or it says it retries another (only n8n can
-// say it is a Retry). A request with its stamp needs nothing from n8n, and
-// nothing is asked.
+// tells a reused id apart, and its lineage a Retry), it replays another
+// execution's stamp (a Retry: n8n says of which, at any depth; or a
+// person's run in the editor), or it says it retries another. A request
+// that presents the stamp it made needs nothing from n8n: nothing is asked.
 func (s *Store) askFor(ctx context.Context, id, stamp, mode, retryOf string) *audit.N8NWord {
-	if s.lookup == nil || stamp != "" && !audit.ManualMode(mode) && retryOf == "" {
+	if s.lookup == nil || stamp != "" && !audit.ManualMode(mode) && retryOf == "" && audit.StampMaker(stamp, id) == id {
 		return nil
 	}
 	return s.askN8N(ctx, id)

@@ -129,6 +129,8 @@ func (Driver) Classify(err error) driver.Class {
 		return driver.Locked
 	case e.Code == "40001" || e.Code == "40P01": // serialization failure, deadlock
 		return driver.Retry
+	case e.Code == "23505": // a key another session made since the batch read: decide again
+		return driver.Retry
 	}
 	switch e.Code.Class() {
 	case "08", "53", "57", "58": // connection, resources, operator intervention, system
