@@ -41,4 +41,7 @@ type HistoryLine struct {
 	Message      string    `db:"message" json:"message,omitempty"`
 	CRMRef       string    `db:"crm_ref" json:"crm_ref,omitempty"`
 	ErrorID      *int64    `db:"error_id" json:"error_id,omitempty"`
+	// Version is the event's version after the line (0 for lines written
+	// before versions were kept).
+	Version int64 `db:"version" json:"version,omitempty"`
 }

@@ -22,6 +22,10 @@ type Event struct {
 	CRMRef            string       `db:"crm_ref"`
 	ReviewReason      string       `db:"review_reason"`
 	StaleAlertedAt    sql.NullTime `db:"stale_alerted_at"`
+	// Version changes with every transition: a person's form carries it.
+	Version int64 `db:"version"`
+	// ResolvedBy is the person whose resolution settled it last.
+	ResolvedBy string `db:"resolved_by"`
 	NeedsReview       bool         `db:"needs_review"`
 	// LastNews is the latest error, outcome or stale note, read for the
 	// review queue only.
@@ -37,6 +41,8 @@ type Item struct {
 	ReviewReason      string    `db:"review_reason"`
 	CreatedAt         time.Time `db:"created_at"`
 	UpdatedAt         time.Time `db:"updated_at"`
+	Version           int64     `db:"version"`
+	ResolvedBy        string    `db:"resolved_by"`
 }
 
 // EventExecution is an execution that touched an event, and how.

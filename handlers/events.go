@@ -29,6 +29,10 @@ type eventJSON struct {
 	CRMRef            string       `json:"crm_ref,omitempty"`
 	EventURL          string       `json:"event_url"`
 	CRMURL            string       `json:"crm_url,omitempty"`
+	// Version changes with every transition; ResolvedBy names the person
+	// who settled it last.
+	Version    int64  `json:"version"`
+	ResolvedBy string `json:"resolved_by,omitempty"`
 }
 
 type eventDetailJSON struct {
@@ -55,6 +59,7 @@ type itemJSON struct {
 	ReviewReason      string       `json:"review_reason,omitempty"`
 	IdempotencyKey    string       `json:"idempotency_key"`
 	UpdatedAt         time.Time    `json:"updated_at"`
+	Version           int64        `json:"version"`
 }
 
 type executionJSON struct {
@@ -106,7 +111,7 @@ func (h *Handler) eventJSON(e audit.Event) eventJSON {
 		HolderExecutionID: e.HolderExecutionID, Deliveries: e.Deliveries,
 		IdempotencyKey: audit.IdempotencyKey(e.Source, e.EventID, ""), Fingerprint: e.Fingerprint,
 		CRMRef: e.CRMRef, EventURL: h.links.Event(e.Source, e.EventID),
-		CRMURL: h.links.CRMOrder(e.Source, e.EventID, "", e.CRMRef),
+		CRMURL: h.links.CRMOrder(e.Source, e.EventID, "", e.CRMRef), Version: e.Version, ResolvedBy: e.ResolvedBy,
 	}
 }
 
@@ -137,7 +142,7 @@ func (h *Handler) getEvent(c *gin.Context) {
 	}
 	for _, it := range d.Items {
 		out.Items = append(out.Items, itemJSON{Item: it.Item, Status: it.Status, HolderExecutionID: it.HolderExecutionID,
-			CRMRef: it.CRMRef, ReviewReason: it.ReviewReason, UpdatedAt: it.UpdatedAt,
+			CRMRef: it.CRMRef, ReviewReason: it.ReviewReason, UpdatedAt: it.UpdatedAt, Version: it.Version,
 			IdempotencyKey: audit.IdempotencyKey(source, eventID, it.Item)})
 	}
 	for _, x := range d.Executions {

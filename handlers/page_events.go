@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"cmp"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,7 +69,10 @@ type eventData struct {
 	Timeline   []timelineEntry
 	Executions []executionRow
 	Resolvable bool // the event itself (not its items) can be resolved
-	Form       resolveForm
+	// Cancellable: a person may say never to act on it (a failed event;
+	// a processing one is cancelled from the resolve form).
+	Cancellable bool
+	Form        resolveForm
 	// Evidence are outcomes refused from executions that do not hold the
 	// entry, newest first, each with a one-click confirmation when it
 	// says done.
@@ -117,10 +121,15 @@ type timelineEntry struct {
 	N8NURL      string
 	AlertState  string
 	AlertError  string
+	Changed     bool  // written after the page a refused form was sent from
+	version     int64 // the event's version after the line
 }
 
 type resolveForm struct {
 	Item, To, Note, CRMRef string
+	// Since is the version of the page a refused form was sent from: the
+	// lines written after it are marked.
+	Since int64
 }
 
 // eventPage is the audit row: everything about one event.
@@ -148,12 +157,17 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 	data.Older = pageLink(audit.Links{}.Event(source, eventID), "before", d.HistoryNext)
 	data.Newer = page.Before > 0
 	data.Form = form
+	for i := range data.Timeline {
+		data.Timeline[i].Changed = form.Since > 0 && data.Timeline[i].version > form.Since
+	}
 	notice := ""
 	switch c.Query("resolved") {
 	case "done":
 		notice = "Marked done."
 	case "failed":
 		notice = "Marked failed: the next delivery or a Retry in n8n will process it again."
+	case "cancelled":
+		notice = "Cancelled: every later claim is told not to act on it."
 	}
 	h.render(c, code, "event", view{Title: source + " / " + eventID, Nav: "events", Notice: notice,
 		Problem: problem, Data: data})
@@ -168,6 +182,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 		IdemKey:     audit.IdempotencyKey(d.Source, d.EventID, ""),
 		CRMURL:      h.links.CRMOrder(d.Source, d.EventID, "", d.CRMRef),
 		Resolvable:  d.Status == audit.StatusProcessing && d.ItemCount == 0,
+		Cancellable: d.Status == audit.StatusFailed && d.ItemCount == 0,
 	}
 	retryOf := map[string]string{}
 	for _, x := range d.Executions {
@@ -200,7 +215,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	for _, l := range d.History {
 		e := timelineEntry{At: l.At, Kind: l.Kind, Title: historyTitle(l), ExecutionID: l.ExecutionID,
 			Chain: chain(retryOf, l.RetryOf), Workflow: cmp.Or(l.WorkflowName, l.WorkflowID), Node: l.Node,
-			Actor: l.Actor, Message: l.Message, Item: l.Item}
+			Actor: l.Actor, Message: l.Message, Item: l.Item, version: l.Version}
 		if l.ErrorID != nil {
 			e.ErrorID, e.N8NURL = *l.ErrorID, errURL[*l.ErrorID]
 		} else if l.ExecutionID != "" {
@@ -255,12 +270,12 @@ func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []
 			continue
 		}
 		row := evidenceRow{HistoryLine: l}
-		status, holder, review := d.Status, d.HolderExecutionID, d.NeedsReview
+		status, holder, review, version := d.Status, d.HolderExecutionID, d.NeedsReview, d.Version
 		if l.Item != "" {
 			status, holder, review = "", itemHolder[l.Item], false
 			for _, it := range d.Items {
 				if it.Item == l.Item {
-					status, review = it.Status, it.ReviewReason != ""
+					status, review, version = it.Status, it.ReviewReason != "", it.Version
 				}
 			}
 		}
@@ -269,8 +284,8 @@ func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []
 		// confirmation as the resolve form.
 		if l.Decision == string(audit.OutcomeDone) && status == audit.StatusProcessing {
 			row.Confirm = &formView{Path: audit.Links{}.Event(d.Source, d.EventID), Item: l.Item, Holder: holder,
-				Confirm: !review,
-				To:      string(audit.StatusDone), CRMRef: l.CRMRef,
+				Confirm: !review, Version: version,
+				To: string(audit.StatusDone), CRMRef: l.CRMRef,
 				Note: "Confirmed the report of execution " + l.ExecutionID + " (" + l.At.UTC().Format(time.RFC3339) + ")"}
 		}
 		rows = append(rows, row)
@@ -336,20 +351,31 @@ func (h *Handler) resolve(c *gin.Context) {
 	source, eventID := eventKey(c)
 	form := resolveForm{Item: c.PostForm("item"), To: c.PostForm("to"), Note: c.PostForm("note"),
 		CRMRef: strings.TrimSpace(c.PostForm("crm_ref"))}
+	version, err := strconv.ParseInt(cmp.Or(c.PostForm("version"), "0"), 10, 64)
+	if err != nil || version < 0 {
+		h.pageError(c, http.StatusUnprocessableEntity, "Form refused",
+			"The form's version is not a number: reload the event's page and try again. Nothing was changed.")
+		return
+	}
 	if !h.checkCSRF(c) {
 		h.pageError(c, http.StatusForbidden, "Form refused",
 			"The form did not carry this site's token (or came from another site). Nothing was changed: reload the event's page and try again.")
 		return
 	}
-	_, err := h.store.Resolve(c.Request.Context(), audit.ResolveRequest{Source: source, EventID: eventID,
+	_, err = h.store.Resolve(c.Request.Context(), audit.ResolveRequest{Source: source, EventID: eventID,
 		Item: form.Item, To: audit.Status(form.To), Actor: c.GetString(ctxUser), Note: strings.TrimSpace(form.Note),
-		CRMRef: form.CRMRef, Holder: c.PostForm("holder"), Confirmed: c.PostForm("confirm") == "yes"})
+		CRMRef: form.CRMRef, Holder: c.PostForm("holder"), Confirmed: c.PostForm("confirm") == "yes", Version: version})
 	if err != nil {
+		var e *audit.Error
 		switch audit.ErrorCode(err) {
 		case audit.CodeInvalid:
 			h.showEvent(c, http.StatusUnprocessableEntity, fieldProblems(err), form)
 		case audit.CodeConflict:
-			h.showEvent(c, http.StatusConflict, strings.TrimPrefix(err.Error(), "audit: "), resolveForm{})
+			since := resolveForm{}
+			if errors.As(err, &e) && e.Stale {
+				since.Since = version // mark what changed since the person's page
+			}
+			h.showEvent(c, http.StatusConflict, strings.TrimPrefix(err.Error(), "audit: "), since)
 		default:
 			h.pageFail(c, err)
 		}

@@ -49,8 +49,8 @@ func newPages(cfg Config) (*pages, error) {
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
-		"resolveForm": func(path, item, holder string, review bool, prior any) formView {
-			v := formView{Path: path, Item: item, Holder: holder, Confirm: !review}
+		"resolveForm": func(path, item, holder string, version int64, review bool, prior any) formView {
+			v := formView{Path: path, Item: item, Holder: holder, Version: version, Confirm: !review}
 			if f, ok := prior.(resolveForm); ok && f.Item == item {
 				v.To, v.Note, v.CRMRef = f.To, f.Note, f.CRMRef
 			}
@@ -77,6 +77,7 @@ func newPages(cfg Config) (*pages, error) {
 // confirm that no execution still runs the action.
 type formView struct {
 	Path, Item, Holder, To, Note, CRMRef string
+	Version                              int64 // the entry's version the page showed: the form is fenced by it
 	Confirm                              bool
 }
 

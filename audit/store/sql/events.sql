@@ -34,7 +34,7 @@ SELECT source, event_id, holder_execution_id
 
 -- name: EventList
 SELECT source, event_id, status, created_at, updated_at, last_seen_at, holder_execution_id,
-  deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at,
+  deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at, version, resolved_by,
   CASE WHEN status = 'processing' AND (review_reason <> '' OR updated_at < ?) THEN 1 ELSE 0 END AS needs_review
   FROM webhook_events
   WHERE (last_seen_at, source, event_id) < (?, ?, ?)
@@ -53,7 +53,7 @@ DELETE FROM webhook_events WHERE source = :source AND event_id = :event_id
 
 -- name: EventRead
 SELECT source, event_id, status, created_at, updated_at, last_seen_at, holder_execution_id,
-  deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at,
+  deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at, version, resolved_by,
   CASE WHEN status = 'processing' AND (review_reason <> '' OR updated_at < ?) THEN 1 ELSE 0 END AS needs_review
   FROM webhook_events WHERE source = ? AND event_id = ?
 
@@ -63,4 +63,4 @@ SELECT status, updated_at, deliveries, crm_ref
 
 -- name: ItemList
 SELECT item, status, holder_execution_id, crm_ref,
-  review_reason, created_at, updated_at FROM event_items WHERE source = ? AND event_id = ? ORDER BY item
+  review_reason, created_at, updated_at, version, resolved_by FROM event_items WHERE source = ? AND event_id = ? ORDER BY item

@@ -19,16 +19,16 @@ SELECT id, source, event_id, item, at, kind, execution_id,
 
 -- name: HistoryReadPage
 SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id,
-  workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id FROM event_history WHERE source = ? AND event_id = ? AND id < ? ORDER BY id DESC LIMIT ?
+  workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id, version FROM event_history WHERE source = ? AND event_id = ? AND id < ? ORDER BY id DESC LIMIT ?
 
 -- name: HistoryReadRefusedReports
 SELECT id, source, event_id, item, at, kind, execution_id, retry_of, workflow_id,
-  workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id FROM event_history WHERE source = ? AND event_id = ? AND kind = ? ORDER BY id DESC LIMIT 20
+  workflow_name, node, decision, delivery, class, status, actor, message, crm_ref, error_id, version FROM event_history WHERE source = ? AND event_id = ? AND kind = ? ORDER BY id DESC LIMIT 20
 
 -- name: HistoryReadReviewQueue
 SELECT w.source, w.event_id, w.status,
   w.created_at, w.updated_at, w.last_seen_at, w.holder_execution_id, w.deliveries, w.item_count, w.fingerprint,
-  w.crm_ref, w.review_reason, w.stale_alerted_at, 1 AS needs_review,
+  w.crm_ref, w.review_reason, w.stale_alerted_at, w.version, w.resolved_by, 1 AS needs_review,
   COALESCE((SELECT h.message FROM event_history h WHERE h.source = w.source AND h.event_id = w.event_id
   AND h.kind IN ('error', 'outcome', 'stale', 'not_holder') ORDER BY h.id DESC LIMIT 1), '') AS last_news
   FROM webhook_events w
