@@ -25,8 +25,8 @@ type Event struct {
 	// Version changes with every transition: a person's form carries it.
 	Version int64 `db:"version"`
 	// ResolvedBy is the person whose resolution settled it last.
-	ResolvedBy string `db:"resolved_by"`
-	NeedsReview       bool         `db:"needs_review"`
+	ResolvedBy  string `db:"resolved_by"`
+	NeedsReview bool   `db:"needs_review"`
 	// LastNews is the latest error, outcome or stale note, read for the
 	// review queue only.
 	LastNews string `db:"last_news"`
