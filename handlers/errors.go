@@ -40,6 +40,8 @@ func status(code audit.Code) (int, string) {
 		return http.StatusServiceUnavailable, "unavailable"
 	case audit.CodeBusy:
 		return http.StatusServiceUnavailable, "busy"
+	case audit.CodeUnknown:
+		return http.StatusServiceUnavailable, "unknown"
 	}
 	return http.StatusInternalServerError, "internal"
 }
@@ -65,6 +67,13 @@ func (h *Handler) fail(c *gin.Context, err error) {
 		d.Message = "the service is busy: this request waited for other requests past its deadline " +
 			"(the database is up); nothing was recorded, try again"
 		h.log.Warn("busy", "route", c.FullPath(), "err", err)
+	case name == "unknown":
+		// The commit was sent, its answer lost: the claim may stand. The
+		// same request again is answered as it was (the same execution).
+		c.Header("Retry-After", "2")
+		d.Message = "the database's answer to this request was lost: it may have been recorded; sending the same " +
+			"request again is safe (the same execution is answered as it was)"
+		h.log.Warn("commit answer lost", "route", c.FullPath(), "err", err)
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "5")
 		d.Message = "the database is unavailable; nothing was recorded, try again"

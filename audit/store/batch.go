@@ -114,20 +114,19 @@ func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], 
 	}
 	if b.late() {
 		b.s.metrics.Shed(b.name)
-		return j, &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is longer than can start in time",
-			Err: audit.ErrOverloaded}
+		return j, b.s.overloaded(b.name + ": the queue is longer than can start in time")
 	}
 	select {
 	case b.queue <- j:
 	default:
 		b.s.metrics.Shed(b.name)
-		return j, &audit.Error{Code: audit.CodeBusy, Message: b.name + ": the queue is full", Err: audit.ErrOverloaded}
+		return j, b.s.overloaded(b.name + ": the queue is full")
 	}
 	select {
 	case <-j.done:
 	case <-ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return j, b.s.dbError(b.name+": waiting for a batch", ctx.Err())
+			return j, b.s.overloaded(b.name + ": waiting for a batch")
 		}
 		<-j.done // it runs now: its answer is the truth, give it
 	case <-b.s.closing.Done():
@@ -211,7 +210,7 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 			close(j.done) // abandoned by its caller
 		case now.Sub(j.queued) > b.cfg.Wait && !j.released:
 			b.s.metrics.Shed(b.name)
-			j.err = &audit.Error{Code: audit.CodeBusy, Message: b.name + ": waited too long for a batch", Err: audit.ErrOverloaded}
+			j.err = b.s.overloaded(b.name + ": waited too long for a batch")
 			close(j.done)
 		default:
 			live = append(live, j)

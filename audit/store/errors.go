@@ -33,6 +33,9 @@ func (s *Store) dbError(op string, err error) error {
 		return &audit.Error{Code: audit.CodeBusy, Message: op + ": waited past the request's deadline for other " +
 			"requests of the same entries; the database answers", Err: err}
 	case class == driver.Unavailable || unavailable(err):
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			s.lastDown.Store(time.Now().UnixNano())
+		}
 		return &audit.Error{Code: audit.CodeUnavailable, Message: op, Err: err}
 	case class == driver.Refused:
 		// Validation should have caught it; a 422 is still the truth.
@@ -59,10 +62,37 @@ func unavailable(err error) bool {
 	return strings.Contains(err.Error(), "sql: database is closed")
 }
 
-// answered reports whether the database committed a transaction lately:
-// a deadline met meanwhile is contention, not an outage.
+// answered reports whether the database committed a transaction lately,
+// and has not failed to answer since: a deadline met meanwhile is
+// contention, not an outage.
 func (s *Store) answered() bool {
-	return time.Since(time.Unix(0, s.lastCommit.Load())) < answeredWithin
+	last := s.lastCommit.Load()
+	return time.Since(time.Unix(0, last)) < answeredWithin && last > s.lastDown.Load()
+}
+
+// commitError classifies a failed commit. One the database refused was not
+// recorded; one whose answer was lost (the connection broke after the
+// commit was sent, as a proxy or a failover may do) may have been: it is
+// answered as unknown, and the same request sent again is answered as it
+// was (the same execution, by its run stamp, is held).
+func (s *Store) commitError(err error) error {
+	e := s.dbError("commit", err)
+	if audit.ErrorCode(e) != audit.CodeUnavailable || s.drv.OneWriter() {
+		return e // SQLite answers in-process: a failed commit rolled back
+	}
+	return &audit.Error{Code: audit.CodeUnknown, Message: "commit: the database's answer was lost; the request may " +
+		"have been recorded", Err: err}
+}
+
+// overloaded is how a request that could not wait any longer is
+// answered: busy while the database answers (it waited for other
+// requests), unavailable when the database failed to answer since it last
+// committed (it waited for a database that is down).
+func (s *Store) overloaded(msg string) error {
+	if s.lastDown.Load() > s.lastCommit.Load() {
+		return &audit.Error{Code: audit.CodeUnavailable, Message: msg + ": the database does not answer"}
+	}
+	return &audit.Error{Code: audit.CodeBusy, Message: msg, Err: audit.ErrOverloaded}
 }
 
 // answeredWithin is how recent a commit must be for the database to count

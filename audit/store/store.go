@@ -104,9 +104,9 @@ type Store struct {
 	stmts     sync.Map // string → *sqlx.Stmt
 	preparing sync.Map // string → true while a background prepare runs
 	compiledQ sync.Map // string → compiled: named statements, compiled once
-	// lastCommit is when a transaction last committed (UnixNano): see
-	// answered.
-	lastCommit atomic.Int64
+	// lastCommit is when a transaction last committed, lastDown when the
+	// database last failed to answer (UnixNano): see answered.
+	lastCommit, lastDown atomic.Int64
 	shards     sync.Map // *sqlx.Tx → its counter shard, while it runs
 	bg         sync.WaitGroup
 	closing    context.Context
@@ -357,7 +357,7 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	err = tx.Commit()
 	s.metrics.Ran("commit", start)
 	if err != nil {
-		return s.dbError("commit", err)
+		return s.commitError(err)
 	}
 	s.lastCommit.Store(time.Now().UnixNano())
 	return nil
