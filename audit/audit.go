@@ -33,6 +33,9 @@ const (
 	StatusCancelled Status = "cancelled"
 )
 
+// Statuses are the states of an entry, in the order pages list them.
+var Statuses = []Status{StatusProcessing, StatusDone, StatusFailed, StatusCancelled}
+
 // Decision is the claim's answer for one entry.
 type Decision string
 

@@ -212,9 +212,6 @@ func (d *Decider) present(e *Entry, id, role, workflowID string) {
 
 // conflictMessage explains a transition the status does not allow.
 func conflictMessage(e Entry, o Outcome) string {
-	if e.Status == StatusCancelled {
-		return fmt.Sprintf("the entry was cancelled by %s: %s is kept as a contradiction", holderName(e.ResolvedBy), o)
-	}
 	return fmt.Sprintf("the entry is %s: %s cannot follow it (done is final; failed is left only by a new claim or a Retry)",
 		e.Status, o)
 }

@@ -138,10 +138,8 @@ func (f EventFilter) Validate() error {
 	if f.Instance != "" && !ValidInstance(f.Instance) {
 		errs.Add("instance", "must name an n8n instance (lower-case letters, digits and -)")
 	}
-	switch f.Status {
-	case "", StatusProcessing, StatusDone, StatusFailed:
-	default:
-		errs.Add("status", "must be processing, done or failed")
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		errs.Add("status", fmt.Sprintf("must be one of %v", Statuses))
 	}
 	if f.Cursor != "" {
 		if _, source, eventID, err := DecodeCursor(f.Cursor); err != nil || ValidateKey(source, eventID) != nil {

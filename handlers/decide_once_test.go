@@ -344,3 +344,63 @@ func TestContentionOnSharedIDs(t *testing.T) {
 		}
 	})
 }
+
+// The new state, cancelled: a person marks an event never to be acted on;
+// every later claim is told so, the holder's later done is kept as a
+// contradiction, and the pages and the API show it.
+func TestCancelled(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		s := newServer(t, dialect, withUI)
+		alice := "alice:" + alicePassword
+		s.claim(t, claimBody("shop", "c1", "40"))
+		_, page := s.page(t, "GET", "/events/shop/c1", alice, nil)
+		form := formOf(t, page)
+		form.Set("to", "cancelled")
+		form.Set("note", "a test order")
+		form.Set("confirm", "yes")
+		if resp, body := s.page(t, "POST", "/events/shop/c1", alice, form); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("cancel: %d\n%s", resp.StatusCode, body)
+		}
+		if out := s.claim(t, claimBody("shop", "c1", "41")); out["process"] != false || out["decision"] != "cancelled" ||
+			out["status"] != "cancelled" {
+			t.Errorf("a redelivery of a cancelled event: %v", out)
+		}
+		done := outcomeBody("c1", "40", "done")
+		done["crm_ref"] = "CRM-40"
+		if code, out := s.outcome(t, done); code != http.StatusOK || out["changed"] != false || out["status"] != "cancelled" {
+			t.Errorf("the holder's done after the cancellation: %d %v", code, out)
+		}
+		if n := len(linesOfKind(s.history(t, "shop", "c1"), "contradiction")); n != 1 {
+			t.Errorf("%d contradiction lines, want 1", n)
+		}
+		if n := s.count(t, "outbox WHERE event_id = 'c1' AND alert_kind = '"+audit.AlertContradiction+"'"); n != 1 {
+			t.Errorf("%d contradiction alerts, want 1", n)
+		}
+		if code, out := s.call(t, "GET", "/v1/events?status=cancelled", nil); code != http.StatusOK ||
+			len(out["events"].([]any)) != 1 {
+			t.Errorf("GET /v1/events?status=cancelled: %d %v", code, out)
+		}
+		if _, list := s.page(t, "GET", "/?status=cancelled", alice, nil); !strings.Contains(list, `badge status-cancelled`) {
+			t.Errorf("the events page does not show the cancelled event:\n%s", list)
+		}
+		// A failed event may be cancelled too, from its page.
+		s.claim(t, claimBody("shop", "c2", "50"))
+		s.outcome(t, outcomeBody("c2", "50", "failed"))
+		_, page = s.page(t, "GET", "/events/shop/c2", alice, nil)
+		i := strings.Index(page, `<form class="cancel"`)
+		if i < 0 {
+			t.Fatalf("no cancel form on a failed event's page:\n%s", page)
+		}
+		v := url.Values{}
+		for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`).FindAllStringSubmatch(page[i:], 5) {
+			v.Set(m[1], m[2])
+		}
+		v.Set("note", "handled by hand")
+		if resp, body := s.page(t, "POST", "/events/shop/c2", alice, v); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("cancel a failed event: %d\n%s", resp.StatusCode, body)
+		}
+		if out := s.claim(t, claimBody("shop", "c2", "51")); out["decision"] != "cancelled" {
+			t.Errorf("a redelivery of a cancelled failed event: %v", out)
+		}
+	})
+}

@@ -16,12 +16,13 @@ import (
 )
 
 type eventsData struct {
-	Filter  audit.EventFilter
-	Events  []audit.Event
-	Counts  map[string]int
-	Total   int
-	Next    string // the next page's query string
-	Filters bool   // some filter is set
+	Filter   audit.EventFilter
+	Events   []audit.Event
+	Counts   map[string]int
+	Total    int
+	Statuses []audit.Status
+	Next     string // the next page's query string
+	Filters  bool   // some filter is set
 	// Instances names the n8n instances, when there are several.
 	Instances []string
 }
@@ -44,7 +45,7 @@ func (h *Handler) eventsPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	d := eventsData{Filter: f, Events: page.Events, Counts: map[string]int{},
+	d := eventsData{Filter: f, Events: page.Events, Counts: map[string]int{}, Statuses: audit.Statuses,
 		Filters:   f.Source != "" || f.Status != "" || f.Prefix != "" || f.NeedsReview || f.Instance != "",
 		Instances: h.instanceNames()}
 	for status, n := range counts {

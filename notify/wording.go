@@ -21,6 +21,8 @@ func headline(a audit.Alert, m mode) string {
 			return "Resolved: done"
 		case audit.StatusFailed:
 			return "Resolved: failed, a retry is safe"
+		case audit.StatusCancelled:
+			return "Cancelled: no execution may act on it"
 		}
 		return "Still open: outcome unknown"
 	}

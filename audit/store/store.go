@@ -107,10 +107,10 @@ type Store struct {
 	// lastCommit is when a transaction last committed, lastDown when the
 	// database last failed to answer (UnixNano): see answered.
 	lastCommit, lastDown atomic.Int64
-	shards     sync.Map // *sqlx.Tx → its counter shard, while it runs
-	bg         sync.WaitGroup
-	closing    context.Context
-	close      context.CancelFunc
+	shards               sync.Map // *sqlx.Tx → its counter shard, while it runs
+	bg                   sync.WaitGroup
+	closing              context.Context
+	close                context.CancelFunc
 	// writer admits one write transaction at a time on SQLite, which has
 	// one writer anyway: waiting here respects the request's deadline,
 	// waiting in SQLite's busy handler sleeps.
