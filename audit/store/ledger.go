@@ -191,17 +191,35 @@ func (s *Store) afterLedger(r *request, a answer, wakes bool) func() {
 }
 
 // alone decides one request in a transaction of its own: a person's
-// resolution, a hook call, a stale check.
+// resolution, a hook call, a stale check. When another session holds one
+// of its rows, it tries again a little later, until the lock timeout: a
+// person's resolution then sees what the other one did.
 func (s *Store) alone(ctx context.Context, r *request) (answer, error) {
 	j := &ledgerJob{ctx: ctx, req: r}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		j.res, j.err, j.after = answer{}, nil, nil
-		return s.decide(ctx, tx, []*ledgerJob{j}, s.now(), func(jobs []*ledgerJob, _ func(*request) bool) []*ledgerJob {
+	var err error
+	for start, pause := time.Now(), time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		held := false
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			j.res, j.err, j.after, held = answer{}, nil, nil, false
+			return s.decide(ctx, tx, []*ledgerJob{j}, s.now(), func(jobs []*ledgerJob, _ func(*request) bool) []*ledgerJob {
+				held = true
+				return nil
+			})
+		})
+		if err != nil || !held {
+			break
+		}
+		if time.Since(start) > s.lockTimeout {
 			j.err = &audit.Error{Code: audit.CodeBusy, Message: "an entry's row is held by another database session",
 				Err: audit.ErrLocked}
-			return nil
-		})
-	})
+			break
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return answer{}, s.dbError("wait for a row another session holds", ctx.Err())
+		}
+	}
 	if err != nil {
 		return answer{}, err
 	}

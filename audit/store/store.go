@@ -92,6 +92,7 @@ type Store struct {
 	reviewAfter time.Duration
 	alertRepeat time.Duration
 	maxRun      time.Duration
+	lockTimeout time.Duration // how long a request alone waits for a row another session holds
 	lookup      audit.ExecutionLookup
 	redact      audit.Redactor
 	metrics     *metrics.Metrics
@@ -145,6 +146,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		reviewAfter: opts.ReviewAfter,
 		alertRepeat: cmp.Or(opts.AlertRepeat, DefaultAlertRepeat),
 		maxRun:      cmp.Or(opts.MaxRun, DefaultMaxRun),
+		lockTimeout: cmp.Or(opts.LockTimeout, DefaultLockTimeout),
 		lookup:      opts.Lookup,
 		redact:      opts.Redactor,
 		metrics:     opts.Metrics,

@@ -401,7 +401,7 @@ func (d *inProcess) claim(ctx context.Context, source, event, execution string) 
 	err := untilServed(ctx, func() error {
 		var err error
 		r, err = d.s.Claim(ctx, audit.ClaimRequest{Source: source, EventID: event, ExecutionID: execution,
-			WorkflowID: checkWorkflow, WorkflowName: "retryaudit check"})
+			WorkflowID: checkWorkflow, WorkflowName: "retryaudit check", RunStamp: drillStamp(execution)})
 		return err
 	})
 	return r.Process, err
@@ -427,7 +427,8 @@ func untilServed(ctx context.Context, send func() error) error {
 
 func (d *inProcess) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
 	_, err := d.s.ReportOutcome(ctx, audit.OutcomeRequest{Source: audit.ScratchSource, EventID: event,
-		Outcome: o, ExecutionID: execution, WorkflowID: checkWorkflow, Reason: "retryaudit check"})
+		Outcome: o, ExecutionID: execution, WorkflowID: checkWorkflow, Reason: "retryaudit check",
+		RunStamp: drillStamp(execution)})
 	return err
 }
 
@@ -509,12 +510,18 @@ func (d *overHTTP) call(ctx context.Context, method, path string, body any, want
 // checkWorkflow is the workflow id the drill's claims and outcomes name.
 const checkWorkflow = "retryaudit-check"
 
+// drillStamp is the run stamp a drill's execution presents, as the shipped
+// workflow's would: its own, or for a Retry ("…-retry") the one of the
+// execution it retries, which n8n replays.
+func drillStamp(execution string) string { return strings.TrimSuffix(execution, "-retry") + ":0:drill" }
+
 func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (bool, error) {
 	var out map[string]any
 	err := untilServed(ctx, func() error {
 		var err error
 		out, err = d.call(ctx, http.MethodPost, "/v1/claims", map[string]any{"source": source, "event_id": event,
-			"execution_id": execution, "workflow_id": checkWorkflow, "workflow_name": "retryaudit check"}, http.StatusOK)
+			"execution_id": execution, "workflow_id": checkWorkflow, "workflow_name": "retryaudit check",
+			"run_stamp": drillStamp(execution)}, http.StatusOK)
 		return err
 	})
 	return out["process"] == true, err
@@ -523,7 +530,7 @@ func (d *overHTTP) claim(ctx context.Context, source, event, execution string) (
 func (d *overHTTP) outcome(ctx context.Context, event, execution string, o audit.Outcome) error {
 	_, err := d.call(ctx, http.MethodPost, "/v1/outcomes", map[string]any{"source": audit.ScratchSource,
 		"event_id": event, "outcome": string(o), "execution_id": execution, "workflow_id": checkWorkflow,
-		"reason": "retryaudit check"}, http.StatusOK)
+		"reason": "retryaudit check", "run_stamp": drillStamp(execution)}, http.StatusOK)
 	return err
 }
 

@@ -22,6 +22,13 @@ ALTER TABLE event_items
 ALTER TABLE executions ADD COLUMN run_stamp text NOT NULL DEFAULT '';
 ALTER TABLE executions DROP COLUMN hook_reports;
 CREATE INDEX executions_stamp ON executions (run_stamp) WHERE run_stamp <> '';
+-- A lineage learned late moves every error rooted at an execution, linked
+-- or not.
+DROP INDEX n8n_errors_unlinked_root;
+CREATE INDEX n8n_errors_root ON n8n_errors (root_execution_id);
+-- A batch reads every incarnation of the ids it names.
+DROP INDEX executions_current;
+CREATE INDEX executions_n8n_id ON executions (n8n_id);
 ALTER TABLE event_history ADD COLUMN version bigint NOT NULL DEFAULT 0;
 
 UPDATE webhook_events w SET alerted = true
@@ -41,6 +48,10 @@ UPDATE webhook_events w SET review_since = (SELECT h.at FROM event_history h
 
 -- +goose Down
 ALTER TABLE event_history DROP COLUMN version;
+DROP INDEX executions_n8n_id;
+CREATE INDEX executions_current ON executions (n8n_id) WHERE superseded_at IS NULL;
+DROP INDEX n8n_errors_root;
+CREATE INDEX n8n_errors_unlinked_root ON n8n_errors (root_execution_id) WHERE source IS NULL;
 DROP INDEX executions_stamp;
 ALTER TABLE executions ADD COLUMN hook_reports integer NOT NULL DEFAULT 0;
 ALTER TABLE executions DROP COLUMN run_stamp;

@@ -20,36 +20,36 @@
 -- name: LedgerLock
 WITH RECURSIVE named AS (
   SELECT x.execution_id, x.root_execution_id FROM executions x
-  WHERE x.n8n_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
-  OR (x.run_stamp <> '' AND x.run_stamp IN (SELECT jsonb_array_elements_text(CAST(:stamps AS jsonb))))
+  WHERE x.n8n_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  OR (x.run_stamp <> '' AND x.run_stamp = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:stamps AS jsonb)))))
 ), chain (execution_id, depth) AS (
   SELECT execution_id, 0 FROM named
   UNION SELECT root_execution_id, 0 FROM named
   UNION SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)), 0
-  UNION SELECT x.retry_of, c.depth + 1 FROM chain c JOIN executions x ON x.execution_id = c.execution_id
-  WHERE x.retry_of <> '' AND c.depth < 50
-), ids AS (SELECT DISTINCT execution_id FROM chain WHERE execution_id <> ''
-), keys AS (
+  UNION SELECT (SELECT x.retry_of FROM executions x WHERE x.execution_id = c.execution_id), c.depth + 1
+  FROM chain c WHERE c.execution_id <> '' AND c.depth < 50
+), ids AS MATERIALIZED (SELECT ARRAY(SELECT DISTINCT execution_id FROM chain WHERE execution_id <> '') AS ids
+), keys AS MATERIALIZED (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
   UNION SELECT ee.source, ee.event_id FROM event_executions ee
-  WHERE CAST(:touch AS boolean) AND ee.execution_id IN (SELECT execution_id FROM ids)
+  WHERE CAST(:touch AS boolean) AND ee.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))
 ), locked AS MATERIALIZED (
   SELECT w.source, w.event_id, w.status, w.holder_execution_id, w.version, w.review_reason, w.review_since, w.crm_ref,
   w.resolved_by, w.alerted, w.item_count, w.deliveries, w.fingerprint, w.first_workflow_id, w.last_delivery_id,
   w.last_presented_at, w.stale_alerted_at, w.created_at, w.updated_at, w.last_seen_at
-  FROM webhook_events w WHERE (w.source, w.event_id) IN (SELECT source, event_id FROM keys)
+  FROM keys k JOIN webhook_events w ON w.source = k.source AND w.event_id = k.event_id
   ORDER BY w.source, w.event_id FOR NO KEY UPDATE OF w SKIP LOCKED
-), items AS (
+), items AS MATERIALIZED (
   SELECT i.source, i.event_id, i.item, i.status, i.holder_execution_id, i.version, i.review_reason, i.review_since,
   i.crm_ref, i.resolved_by, i.created_at, i.updated_at
-  FROM event_items i JOIN locked l ON l.source = i.source AND l.event_id = i.event_id
+  FROM locked l JOIN event_items i ON i.source = l.source AND i.event_id = l.event_id
 ), execs AS (
   SELECT x.execution_id, x.n8n_id, x.incarnation, x.workflow_id, x.workflow_name, x.mode, x.retry_of,
   x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note, x.run_stamp, x.started_at, x.ended_at,
   x.checked_at, x.n8n_status, x.first_seen_at, x.last_seen_at, x.superseded_at
-  FROM executions x WHERE x.execution_id IN (SELECT execution_id FROM ids)
-  OR x.execution_id IN (SELECT holder_execution_id FROM locked UNION SELECT holder_execution_id FROM items)
+  FROM executions x WHERE x.execution_id = ANY(ARRAY(SELECT unnest(ids) FROM ids
+    UNION SELECT holder_execution_id FROM locked UNION SELECT holder_execution_id FROM items))
 )
 SELECT (SELECT json_agg(l) FROM locked l) AS events,
   (SELECT json_agg(k) FROM (SELECT k.source, k.event_id FROM keys k
@@ -58,23 +58,25 @@ SELECT (SELECT json_agg(l) FROM locked l) AS events,
   (SELECT json_agg(i) FROM items i) AS items,
   (SELECT json_agg(x) FROM execs x) AS executions,
   (SELECT json_agg(p) FROM (SELECT ee.source, ee.event_id, ee.execution_id, ee.role, ee.delivery, ee.acted,
-    ee.delivery_id, ee.workflow_id, ee.class FROM event_executions ee JOIN locked l
-    ON l.source = ee.source AND l.event_id = ee.event_id WHERE ee.execution_id IN (SELECT execution_id FROM ids)) p)
+    ee.delivery_id, ee.workflow_id, ee.class FROM locked l JOIN event_executions ee
+    ON ee.source = l.source AND ee.event_id = l.event_id WHERE ee.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))) p)
     AS presences,
   (SELECT json_agg(h) FROM (SELECT h.source, h.event_id, h.item, h.execution_id, h.kind, h.decision
-    FROM event_history h JOIN locked l ON l.source = h.source AND l.event_id = h.event_id
+    FROM locked l JOIN event_history h ON h.source = l.source AND h.event_id = l.event_id
     WHERE CAST(:evidence AS boolean) AND h.kind IN ('not_holder', 'contradiction')
-    AND h.execution_id IN (SELECT execution_id FROM ids)) h) AS evidence,
+    AND h.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))) h) AS evidence,
   (SELECT json_agg(e) FROM (SELECT e.id, e.kind, e.execution_id, e.retry_of, e.root_execution_id, e.workflow_id,
     e.workflow_name, e.node, e.message, e.n8n_url FROM n8n_errors e
     WHERE CAST(:pending AS boolean) AND e.source IS NULL
     AND e.kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-    AND (e.execution_id IN (SELECT execution_id FROM ids) OR e.root_execution_id IN (SELECT execution_id FROM ids))
+    AND e.id = ANY(ARRAY(SELECT id FROM n8n_errors WHERE execution_id <> ''
+      AND execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))
+      UNION SELECT id FROM n8n_errors WHERE root_execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))))
     ORDER BY e.id) e) AS pending,
   (SELECT json_agg(e) FROM (SELECT e.id, e.dedupe_key, e.received_at, e.kind, e.execution_id, e.retry_of,
     e.root_execution_id, e.workflow_id, e.workflow_name, e.mode, e.node, e.message, e.http_code, e.n8n_url,
     e.payload, e.payload_truncated, e.payload_dropped, e.intake_note, e.source, e.event_id FROM n8n_errors e
-    WHERE e.dedupe_key IN (SELECT jsonb_array_elements_text(CAST(:dedupe AS jsonb)))) e) AS errors
+    WHERE e.dedupe_key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:dedupe AS jsonb))))) e) AS errors
 
 -- What a batch decided, in one statement: new entries inserted (a key
 -- another session made since the lock fails here), the others updated as

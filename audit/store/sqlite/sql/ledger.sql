@@ -61,8 +61,10 @@ SELECT (SELECT json_group_array(json_object('source', source, 'event_id', event_
     'root_execution_id', root_execution_id, 'workflow_id', workflow_id, 'workflow_name', workflow_name,
     'node', node, 'message', message, 'n8n_url', n8n_url)) FROM (SELECT * FROM n8n_errors
     WHERE :pending AND +source IS NULL AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
-    AND (execution_id IN (SELECT execution_id FROM ids) OR root_execution_id IN (SELECT execution_id FROM ids))
-    ORDER BY id)) AS pending,
+    AND execution_id <> '' AND execution_id IN (SELECT execution_id FROM ids)
+    UNION SELECT * FROM n8n_errors
+    WHERE :pending AND +source IS NULL AND kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
+    AND root_execution_id IN (SELECT execution_id FROM ids) ORDER BY id)) AS pending,
   (SELECT json_group_array(json_object('id', id, 'dedupe_key', dedupe_key, 'received_at', received_at,
     'kind', kind, 'execution_id', execution_id, 'retry_of', retry_of, 'root_execution_id', root_execution_id,
     'workflow_id', workflow_id, 'workflow_name', workflow_name, 'mode', mode, 'node', node, 'message', message,
@@ -145,7 +147,7 @@ INSERT INTO outbox (created_at, due_at, thread_key, kind, source, event_id, erro
 INSERT INTO resolution_times (resolved_at, source, seconds)
   SELECT :now, j.value->>'$.source', j.value->>'$.seconds' FROM json_each(:waits) AS j;
 UPDATE n8n_errors SET source = r.value->>'$.event.source', event_id = r.value->>'$.event.event_id'
-  FROM json_each(:links) AS r WHERE n8n_errors.id = r.value->>'$.id' AND n8n_errors.source IS NULL;
+  FROM json_each(:links) AS r WHERE n8n_errors.id = r.value->>'$.id' AND +n8n_errors.source IS NULL;
 UPDATE executions SET root_execution_id = r.value->>'$.to' FROM json_each(:reroots) AS r
   WHERE executions.root_execution_id = r.value->>'$.from'
   AND executions.execution_id NOT IN (SELECT j.value->>'$.execution_id' FROM json_each(:executions) AS j);
