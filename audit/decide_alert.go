@@ -57,11 +57,12 @@ func (d *Decider) eventAlert(ev *Entry, kind string, h HistoryLine) Alert {
 	return a
 }
 
-// idReset tells people, once per n8n instance and incarnation, that n8n
-// handed an execution id out again: it was restored from a backup, moved
-// to a new database, or a second n8n shares its ids. Each restore makes
-// the next incarnation of the ids it reuses, so each restore is told once,
-// and one told wrongly never hides the next.
+// idReset tells people, once per n8n instance and repeat interval, that
+// n8n handed an execution id out again: it was restored from a backup,
+// moved to a new database, or a second n8n shares its ids. The ids a
+// restore reuses come over the following minutes: one alert tells of
+// them all. (Reports that come late, or twice, are never taken for a
+// reuse: no alert is sent wrongly to hide a later one.)
 func (d *Decider) idReset(n8nID, known string, x *Exec, why string) {
 	instance := DefaultInstance
 	if _, in, ok := strings.Cut(n8nID, InstanceSep); ok {
@@ -72,6 +73,5 @@ func (d *Decider) idReset(n8nID, known string, x *Exec, why string) {
 			"Was n8n restored from a backup, or moved to a new database? Lineage and holds recorded for the old "+
 			"executions do not apply to the new ones; redeliveries of events the old ones claimed are told to wait.",
 		instance, N8NID(n8nID), known, why)}
-	d.plan.Groups = append(d.plan.Groups, GroupNotice{Kind: AlertIDReset, WorkflowID: instance,
-		Node: fmt.Sprintf("incarnation %d", x.Incarnation), Alert: a, Forever: true})
+	d.plan.Groups = append(d.plan.Groups, GroupNotice{Kind: AlertIDReset, WorkflowID: instance, Alert: a})
 }

@@ -50,10 +50,9 @@ type GroupNotice struct {
 	ErrorKey               string
 	Due                    int64
 	// Count: when the group's thread is open, the notice is counted in it
-	// (a reply); otherwise it is dropped (one alert per group). Forever:
-	// the group never closes (one alert, ever, per kind, workflow and node);
-	// otherwise it closes after the repeat interval.
-	Count, Forever bool
+	// (a reply); otherwise it is dropped (one alert per group and repeat
+	// interval).
+	Count bool
 }
 
 // ErrorWrite is an error to record (Merge nil), or the record of one

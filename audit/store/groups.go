@@ -16,11 +16,6 @@ import (
 // the thread their group opened, when Options.AlertRepeat is unset.
 const DefaultAlertRepeat = time.Hour
 
-// foreverGroup is the window of a group that never closes: n8n's ids
-// starting again are told once per restore (its incarnation), however long
-// apart two restores come.
-const foreverGroup = 100 * 365 * 24 * time.Hour
-
 // groupReplyEvery spaces the counted replies in a group's thread (and the
 // rewrites of its first message): a trigger failing every few seconds is
 // told once a minute at most, with the count.
@@ -51,11 +46,7 @@ func groupKey(kind, workflowID, node string) string {
 // its group in a repeat interval opens a thread; a later one, when the
 // notice counts (an error linked to nothing), is counted in it.
 func (s *Store) alertGroup(ctx context.Context, tx *sqlx.Tx, n audit.GroupNotice, now time.Time) error {
-	window := s.alertRepeat
-	if n.Forever {
-		window = foreverGroup
-	}
-	g, opened, err := s.joinGroup(ctx, tx, n.Kind, n.WorkflowID, n.Node, window, now)
+	g, opened, err := s.joinGroup(ctx, tx, n.Kind, n.WorkflowID, n.Node, now)
 	if err != nil {
 		return err
 	}
@@ -77,10 +68,9 @@ func (s *Store) alertGroup(ctx context.Context, tx *sqlx.Tx, n audit.GroupNotice
 // a new one (and reporting it) when none is open. Two notices of one group
 // committing at once open it once: the second transaction waits for the
 // first's row and finds it open.
-func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, kind, workflowID, node string, window time.Duration,
-	now time.Time) (alertGroup, bool, error) {
+func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, kind, workflowID, node string, now time.Time) (alertGroup, bool, error) {
 	g := alertGroup{Key: groupKey(kind, workflowID, node), Kind: kind, WorkflowID: workflowID, Node: node,
-		OpenedAt: now, ClosesAt: now.Add(window)}
+		OpenedAt: now, ClosesAt: now.Add(s.alertRepeat)}
 	g.Thread = "group:" + g.Key + ":" + strconv.FormatInt(now.UnixNano(), 10)
 	var thread string
 	opened, err := s.namedGet(ctx, tx, &thread, "open alert group", s.q.GroupJoin, map[string]any{"key": g.Key, "kind": g.Kind, "workflow_id": g.WorkflowID,

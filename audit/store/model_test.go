@@ -250,6 +250,10 @@ type execution struct {
 	waited   bool       // it was told not to act
 	report   *audit.OutcomeRequest
 	failed   bool // its n8n run failed: a person may Retry it
+	// started is n8n's start time (its hooks report it); lateStart, the
+	// hooks' start report has not reached the service yet.
+	started   time.Time
+	lateStart bool
 	errored  bool // its error reached the intake
 	gone     bool // n8n was restored since: the execution no longer exists
 }
@@ -293,6 +297,12 @@ type world struct {
 	seq     int
 	hooks   bool // n8n's execution hooks report every execution's start
 	epoch   int  // n8n's restores so far: a stamp made after one is a new stamp
+	// late are hook reports n8n's hooks file queued (the service was away,
+	// or the start is sent after the claim): they arrive later, maybe twice.
+	late []audit.N8NHookReport
+	// pages are audit rows people loaded, by event: a form sent from one
+	// is fenced by the version it showed.
+	pages map[string]audit.EventDetail
 	execs   []*execution
 	byKey   map[string]*execution
 	uses    map[string]int // by n8n id: the executions n8n gave it
@@ -301,7 +311,7 @@ type world struct {
 
 func (m *modelStore) run(t *rapid.T) {
 	w := &world{m: m, t: t, ctx: context.Background(), run: m.runs.Add(1), byKey: map[string]*execution{},
-		uses: map[string]int{}, entries: map[string]*entry{}}
+		uses: map[string]int{}, entries: map[string]*entry{}, pages: map[string]audit.EventDetail{}}
 	w.hooks = rapid.Bool().Draw(t, "hooks")
 	race := rapid.IntRange(0, 9).Draw(t, "race") == 0
 	steps := rapid.IntRange(1, 16).Draw(t, "steps")
@@ -315,6 +325,7 @@ func (m *modelStore) run(t *rapid.T) {
 		actions = append(actions, "restore")
 	}
 	actions = append(actions, "error burst") // last: a kept schedule's earlier actions draw as they did
+	actions = append(actions, "load page", "resolve", "late hooks")
 	for i := 0; i < steps; i++ {
 		w.step(rapid.SampledFrom(actions).Draw(t, "action"))
 		w.check()
@@ -350,7 +361,7 @@ func (w *world) step(action string) {
 			x.failed = true
 		}
 	case "error":
-		if x := w.pick("erring", func(x *execution) bool { return x.failed && !x.errored }); x != nil {
+		if x := w.pick("erring", func(x *execution) bool { return x.failed && !x.errored && !w.silent(x) }); x != nil {
 			w.intake(x, x.retryOf())
 		}
 	case "retry claim":
@@ -399,6 +410,13 @@ func (w *world) step(action string) {
 		}
 	case "restore":
 		w.restore()
+	case "load page":
+		ev := w.drawEvent()
+		if d, ok := w.stored(w.m.store, ev); ok {
+			w.pages[ev] = d
+		}
+	case "late hooks":
+		w.lateHooks()
 	}
 }
 
@@ -448,12 +466,14 @@ func (w *world) newExecution(parent *execution, event string) *execution {
 	w.m.n8n.add(audit.N8NExecution{ID: x.id, WorkflowID: x.workflow, Mode: mode, Status: "running",
 		RetryOf: x.retryOf(), StartedAt: w.m.clock.Now()})
 	if w.hooks {
+		x.started = w.m.clock.Now()
 		r := audit.N8NHookReport{Phase: audit.PhaseStart, ExecutionID: x.id, WorkflowID: x.workflow, Mode: mode,
-			RetryOf: x.retryOf(), StartedAt: w.m.clock.Now()}
-		for _, s := range []*store.Store{w.m.store, w.m.ref} {
-			if _, err := s.RecordHookReports(w.ctx, []audit.N8NHookReport{r}); err != nil {
-				w.t.Fatalf("hook start of %s: %v", x.id, err)
-			}
+			RetryOf: x.retryOf(), StartedAt: x.started}
+		if rapid.IntRange(0, 3).Draw(w.t, "hook start late") == 0 {
+			w.late = append(w.late, r) // sent after the claim, or after an outage
+			x.lateStart = true
+		} else {
+			w.hook(r)
 		}
 	}
 	w.execs = append(w.execs, x)
@@ -473,6 +493,7 @@ func (w *world) restore() {
 	w.m.n8n.forget(ids)
 	w.seq = 0
 	w.epoch++
+	w.late = nil // the restored n8n's hooks file has none of the old one's queue
 	w.m.clock.Advance(time.Duration(rapid.IntRange(1, 10).Draw(w.t, "restore minutes")) * time.Minute)
 }
 
@@ -542,6 +563,8 @@ func (w *world) decided(x *execution, before audit.Status, holder string, res au
 		w.t.Fatalf("a failed entry: %s, want reclaimed", res.Decision)
 	case before == audit.StatusDone && res.Decision != audit.DecisionDuplicate:
 		w.t.Fatalf("a done entry: %s, want duplicate", res.Decision) // 4
+	case before == audit.StatusCancelled && res.Decision != audit.DecisionCancelled:
+		w.t.Fatalf("a cancelled entry: %s, want cancelled", res.Decision) // 4
 	case before == audit.StatusProcessing && holder == x.key && res.Decision != audit.DecisionHeld:
 		w.t.Fatalf("the holder %s resends: %s, want held", x.key, res.Decision)
 	case res.Decision == audit.DecisionHeld && x.root != e.holding:
@@ -708,6 +731,80 @@ func (w *world) outcomeRequest(x *execution, o audit.Outcome) *audit.OutcomeRequ
 func (w *world) report(x *execution, o audit.Outcome) {
 	x.report = w.outcomeRequest(x, o)
 	w.send(x, *x.report)
+	if w.hooks && !x.failed {
+		// The run ends; n8n's hooks say so, now or later.
+		end := audit.N8NHookReport{Phase: audit.PhaseEnd, ExecutionID: x.id, WorkflowID: x.workflow, Mode: "webhook",
+			RetryOf: x.retryOf(), StartedAt: x.started, StoppedAt: w.m.clock.Now(), Status: "success"}
+		if x.parent != nil {
+			end.Mode = "retry"
+		}
+		if rapid.Bool().Draw(w.t, "hook end late") {
+			w.late = append(w.late, end)
+		} else {
+			w.hook(end)
+		}
+	}
+}
+
+// silent reports an execution the service cannot tell from the one it
+// knew under its id before a restore but by its run stamp: its hooks' start
+// has not come, and no API says. Its Error Trigger payload, which carries
+// no stamp, would be taken for the old execution's: the model sends none
+// (docs/design.md says what each channel can tell).
+func (w *world) silent(x *execution) bool { return x.lateStart && w.m.n8n == nil && w.uses[x.id] > 1 }
+
+// hook sends a report of n8n's execution hooks to both stores.
+func (w *world) hook(r audit.N8NHookReport) {
+	for _, s := range []*store.Store{w.m.store, w.m.ref} {
+		if _, err := s.RecordHookReports(w.ctx, []audit.N8NHookReport{r}); err != nil {
+			w.t.Fatalf("hook %s of %s: %v", r.Phase, r.ExecutionID, err)
+		}
+	}
+}
+
+// lateHooks is n8n's hooks file sending what it queued (the service was
+// away, or a start was sent after the execution's claim): in order,
+// sometimes twice (what it could not confirm). A report of an execution the
+// service knows, however late, is of that execution: it changes no entry,
+// alerts nobody, and makes no new execution of it (checkIncarnations).
+func (w *world) lateHooks() {
+	reports := w.late
+	w.late = nil
+	if len(reports) == 0 {
+		return
+	}
+	if rapid.Bool().Draw(w.t, "hooks twice") {
+		reports = append(reports, reports...)
+	}
+	before := w.storedEntries()
+	for _, r := range reports {
+		w.hook(r)
+	}
+	for _, x := range w.execs {
+		x.lateStart = false
+	}
+	for ev, b := range before {
+		after, _ := w.stored(w.m.store, ev)
+		w.unmoved(ev, b, after, "late hook reports")
+	}
+}
+
+// checkIncarnations: every execution the stores keep for this schedule is
+// one the world made (an id n8n reused after a restore is a new one, "~2";
+// no report of a known execution, however late, makes another).
+func (w *world) checkIncarnations() {
+	for _, s := range []*store.Store{w.m.store, w.m.ref} {
+		var ids []string
+		if err := s.DB().Select(&ids, s.DB().Rebind(`SELECT execution_id FROM executions WHERE n8n_id LIKE ?`),
+			fmt.Sprintf("r%d-%%", w.run)); err != nil {
+			w.t.Fatalf("read executions: %v", err)
+		}
+		for _, id := range ids {
+			if w.byKey[id] == nil && !strings.Contains(id, "@") {
+				w.t.Fatalf("the store keeps an execution %s the world never made (a report taken for a new execution)", id)
+			}
+		}
+	}
 }
 
 func (w *world) send(x *execution, req audit.OutcomeRequest) {
@@ -759,7 +856,7 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 	case audit.CodeConflict, audit.CodeNotHolder:
 		// 9: the holder contradicting a person's done is kept as
 		// evidence, once.
-		if code == audit.CodeConflict && e.personal && e.status == audit.StatusDone && before.HolderExecutionID == x.key &&
+		if code == audit.CodeConflict && e.personal && e.status == audit.StatusDone && w.mayMove(x, before) &&
 			req.Outcome != audit.OutcomeDone && !e.contradicted[x.key+" "+string(req.Outcome)] {
 			e.contradicted[x.key+" "+string(req.Outcome)] = true
 			e.contradictions++
@@ -788,8 +885,14 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 		w.t.Fatalf("report by %s: %v", x.key, err)
 	}
 	if !res.Changed {
-		if before.HolderExecutionID != x.key {
+		if !w.mayMove(x, before) {
 			w.t.Fatalf("%s's report answered unchanged, but %s holds the entry", x.key, before.HolderExecutionID)
+		}
+		// 9: the holder's done or unknown after a person cancelled the
+		// event is kept as a contradiction, once.
+		if e.status == audit.StatusCancelled && req.Outcome != audit.OutcomeFailed && !e.contradicted[x.key+" "+string(req.Outcome)] {
+			e.contradicted[x.key+" "+string(req.Outcome)] = true
+			e.contradictions++
 		}
 		w.answered("report by "+x.key, e, res.Status)
 		return
@@ -863,7 +966,7 @@ func (w *world) errorBurst() {
 	var reports []audit.N8NErrorReport
 	roots := map[string]bool{}
 	for i := 0; i < n; i++ {
-		x := w.pick("erring in a burst", func(x *execution) bool { return x.failed })
+		x := w.pick("erring in a burst", func(x *execution) bool { return x.failed && !w.silent(x) })
 		if x == nil {
 			return
 		}
@@ -942,9 +1045,12 @@ func (w *world) lyingError() {
 	if target == nil {
 		return
 	}
-	x := w.pick("liar", func(x *execution) bool { return x.parent == nil && x != target && !x.errored })
+	x := w.pick("liar", func(x *execution) bool { return x.parent == nil && x != target && !x.errored && !w.silent(x) })
 	if x == nil || rapid.Bool().Draw(w.t, "a new liar") {
 		x = w.newExecution(nil, target.event)
+	}
+	if w.silent(x) {
+		return
 	}
 	x.failed = true
 	w.intake(x, target.id)
@@ -1066,33 +1172,47 @@ func (w *world) resolve() {
 	ev := w.drawEvent()
 	e := w.entry(ev)
 	d, exists := w.stored(w.m.store, ev)
-	to := rapid.SampledFrom([]audit.Status{audit.StatusDone, audit.StatusFailed}).Draw(w.t, "resolve to")
+	to := rapid.SampledFrom([]audit.Status{audit.StatusDone, audit.StatusFailed, audit.StatusCancelled}).Draw(w.t, "resolve to")
 	confirmed := rapid.Bool().Draw(w.t, "confirmed")
-	holder := d.HolderExecutionID
-	if x := w.pick("seen holder", func(*execution) bool { return true }); x != nil && rapid.IntRange(0, 3).Draw(w.t, "old page") == 0 {
-		holder = x.key
+	page := d // the form is sent from the page as it is, or from one loaded earlier
+	if old, ok := w.pages[ev]; ok && rapid.Bool().Draw(w.t, "an old page") {
+		page = old
 	}
-	req := audit.ResolveRequest{Source: w.source(), EventID: ev, To: to,
-		Actor: "alice", Note: "checked the CRM", Holder: holder, Confirmed: confirmed}
+	req := audit.ResolveRequest{Source: w.source(), EventID: ev, To: to, Actor: "alice", Note: "checked the CRM",
+		Holder: page.HolderExecutionID, Version: page.Version, Confirmed: confirmed}
 	st, err := w.m.store.Resolve(w.ctx, req)
 	rst, rerr := w.m.ref.Resolve(w.ctx, req)
 	w.same("resolution", st, rst, err, rerr)
 	code := audit.ErrorCode(err)
+	settles := d.Status == audit.StatusProcessing || to == audit.StatusCancelled && d.Status == audit.StatusFailed
 	switch {
 	case !exists:
 		if code != audit.CodeNotFound {
 			w.t.Fatalf("resolve a new key: %v, want not found", err)
 		}
-	case d.Status != audit.StatusProcessing || holder != d.HolderExecutionID:
+	case page.Version != d.Version && d.Version == page.Version+1 && d.ResolvedBy == "alice" && d.Status == to:
+		if err != nil {
+			w.t.Fatalf("the same form sent again: %v, want the same resolution", err)
+		}
+	case page.Version != d.Version:
+		// 11: a form older than the entry's last change never moves it.
 		if code != audit.CodeConflict {
-			w.t.Fatalf("resolve a %s entry held by %s (the page said %s): %v, want a conflict", d.Status,
-				d.HolderExecutionID, holder, err)
+			w.t.Fatalf("a form from version %d of %s, now %d (%s, %s): %v, want a conflict", page.Version, ev,
+				d.Version, d.Status, d.HolderExecutionID, err)
+		}
+	case to == audit.StatusCancelled && d.Status == audit.StatusCancelled:
+		if err != nil {
+			w.t.Fatalf("cancel a cancelled entry: %v, want nothing to change", err)
+		}
+	case !settles:
+		if code != audit.CodeConflict {
+			w.t.Fatalf("resolve a %s entry to %s: %v, want a conflict", d.Status, to, err)
 		}
 	case err == nil:
-		if !confirmed && !d.NeedsReview {
+		if d.Status == audit.StatusProcessing && !confirmed && !d.NeedsReview {
 			w.t.Fatalf("a running entry was resolved without the confirmation")
 		}
-		if !confirmed && d.ReviewReason == "" && w.young(e) {
+		if d.Status == audit.StatusProcessing && !confirmed && d.ReviewReason == "" && w.young(e) {
 			w.t.Fatalf("%s was resolved without the confirmation %s after %s took it over", ev,
 				w.m.clock.Now().Sub(e.since), d.HolderExecutionID)
 		}
@@ -1111,6 +1231,7 @@ func (w *world) check() {
 	for ev, e := range w.entries {
 		w.checkEntry(ev, e)
 	}
+	w.checkIncarnations()
 }
 
 func (w *world) checkEntry(ev string, e *entry) {
