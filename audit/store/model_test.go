@@ -254,8 +254,8 @@ type execution struct {
 	// hooks' start report has not reached the service yet.
 	started   time.Time
 	lateStart bool
-	errored  bool // its error reached the intake
-	gone     bool // n8n was restored since: the execution no longer exists
+	errored   bool // its error reached the intake
+	gone      bool // n8n was restored since: the execution no longer exists
 }
 
 func (x *execution) claimed() bool { return x.granted || x.waited }
@@ -290,19 +290,19 @@ type entry struct {
 
 // world is what the schedule has done and what the store must agree with.
 type world struct {
-	m       *modelStore
-	t       *rapid.T
-	ctx     context.Context
-	run     int64
-	seq     int
-	hooks   bool // n8n's execution hooks report every execution's start
-	epoch   int  // n8n's restores so far: a stamp made after one is a new stamp
+	m     *modelStore
+	t     *rapid.T
+	ctx   context.Context
+	run   int64
+	seq   int
+	hooks bool // n8n's execution hooks report every execution's start
+	epoch int  // n8n's restores so far: a stamp made after one is a new stamp
 	// late are hook reports n8n's hooks file queued (the service was away,
 	// or the start is sent after the claim): they arrive later, maybe twice.
 	late []audit.N8NHookReport
 	// pages are audit rows people loaded, by event: a form sent from one
 	// is fenced by the version it showed.
-	pages map[string]audit.EventDetail
+	pages   map[string]audit.EventDetail
 	execs   []*execution
 	byKey   map[string]*execution
 	uses    map[string]int // by n8n id: the executions n8n gave it
