@@ -53,22 +53,22 @@ func (d *Decider) Outcome(r OutcomeRequest, word *N8NWord) (OutcomeResult, error
 	case AnsConflict:
 		before := *e
 		if row.Line == KindContradiction {
-			d.contradiction(e, row, r, id, "")
+			d.contradiction(e, row, r, id, "", d.event(e).Version)
 		}
 		return OutcomeResult{Status: e.Status}, &Error{Code: CodeConflict, Status: before.Status, Holder: before.Holder,
 			Message: conflictMessage(before, r.Outcome)}
 	case AnsUnchanged:
 		res := OutcomeResult{Status: e.Status, NeedsReview: e.NeedsReview()}
 		if row.Line == KindContradiction {
-			res.Message = d.contradiction(e, row, r, id, "")
+			res.Message = d.contradiction(e, row, r, id, "", d.event(e).Version)
 		}
 		return res, nil
 	}
 	if row.Line == KindContradiction { // the holder's done after a person's failed: back to processing
-		by := e.ResolvedBy
+		by, since := e.ResolvedBy, d.event(e).Version
 		d.apply(e, row, id.ID, false, Status(r.Outcome))
 		d.setCRM(e, r.CRMRef)
-		msg := d.contradiction(e, row, r, id, by)
+		msg := d.contradiction(e, row, r, id, by, since)
 		d.rollUpItem(e)
 		return OutcomeResult{Changed: true, Status: e.Status, NeedsReview: true, Message: msg}, nil
 	}
@@ -102,10 +102,10 @@ func (d *Decider) Outcome(r OutcomeRequest, word *N8NWord) (OutcomeResult, error
 // thread already open.
 func (d *Decider) evidence(e *Entry, row Row, r OutcomeRequest, id Identity, note string) {
 	key := evidenceKey{e.EntryKey, id.ID, KindNotHolder, r.Outcome}
-	if d.snap.Evidence[key] {
+	if _, seen := d.snap.Evidence[key]; seen {
 		return
 	}
-	d.snap.Evidence[key] = true
+	d.snap.Evidence[key] = d.event(e).Version
 	before := *e
 	msg := fmt.Sprintf("execution %s reported %s", id.ID, r.Outcome)
 	if r.CRMRef != "" {
@@ -140,7 +140,7 @@ func (d *Decider) evidence(e *Entry, row Row, r OutcomeRequest, id Identity, not
 // CRM reference, and alerts; it returns the line's message. movedFrom is
 // the person whose failed the report moved back to processing ("" when
 // the entry stays).
-func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity, movedFrom string) string {
+func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity, movedFrom string, since int64) string {
 	prev, moved := e.Status, movedFrom != ""
 	if moved {
 		prev = StatusFailed
@@ -169,14 +169,22 @@ func (d *Decider) contradiction(e *Entry, row Row, r OutcomeRequest, id Identity
 		msg += ": " + r.Reason
 	}
 	key := evidenceKey{e.EntryKey, id.ID, KindContradiction, r.Outcome}
-	if d.snap.Evidence[key] {
+	if d.contradicted(e, id, r.Outcome, since) {
 		return msg // a resend of the same report: kept once
 	}
-	d.snap.Evidence[key] = true
+	d.snap.Evidence[key] = d.event(e).Version
 	h := d.line(e, HistoryLine{Kind: KindContradiction, ExecutionID: id.ID, Decision: string(r.Outcome), Message: msg,
 		CRMRef: r.CRMRef})
 	d.alertEvent(e, row.Alert, h.HistoryLine, "")
 	return msg
+}
+
+// contradicted reports whether the report was kept as a contradiction
+// since the person's resolution it contradicts: a line written at the
+// event's version since (the resolution's, or later), not before.
+func (d *Decider) contradicted(e *Entry, id Identity, o Outcome, since int64) bool {
+	v, ok := d.snap.Evidence[evidenceKey{e.EntryKey, id.ID, KindContradiction, o}]
+	return ok && v >= since
 }
 
 // setCRM keeps the CRM reference a report or a person gave.

@@ -70,6 +70,10 @@ func (i Identity) retries(id string) bool {
 const (
 	clockSkew   = 5 * time.Second
 	startJitter = time.Second
+	// stampSkew is how much earlier than its stamp says an execution may
+	// have been seen: its first node runs within seconds of its start, and
+	// n8n's clock may be a little off.
+	stampSkew = 30 * time.Second
 )
 
 // identify finds, records and returns the execution a sighting is of.
@@ -153,10 +157,17 @@ func (d *Decider) judge(k *Exec, s Sighting) (verdict int, why string, proven bo
 			return sameExecution, "", !w.StartedAt.IsZero()
 		}
 	}
+	ownStamp := s.Stamp != "" && StampMaker(s.Stamp, s.ID) == s.ID // made by this run: it is no Retry
 	switch {
 	case s.Stamp != "" && k.Stamp != "" && s.Stamp != k.Stamp:
 		return newExecution, fmt.Sprintf("execution %s presents another run stamp than the one the service knows (%s)",
 			id, k.Stamp), true
+	case ownStamp && k.Stamp == "" && !StampTime(s.Stamp).IsZero() && k.FirstSeen.Before(StampTime(s.Stamp).Add(-stampSkew)):
+		return newExecution, fmt.Sprintf("its run stamp says execution %s began at %s; the service saw that id before, "+
+			"at %s", id, started(StampTime(s.Stamp)), started(k.FirstSeen)), true
+	case ownStamp && k.Stamp == "" && k.RetryOf != "":
+		return newExecution, fmt.Sprintf("execution %s made its own run stamp, so it is no Retry; n8n said the one the "+
+			"service knows retries %s", id, N8NID(k.RetryOf)), true
 	case k.Waiting() && !s.StartedAt.IsZero() && !s.StartedAt.Before(k.StartedAt.Add(-startJitter)):
 		// A waiting execution resumes under its id, perhaps with its
 		// resumption's start time.

@@ -146,7 +146,9 @@ type Snapshot struct {
 	Entries   map[EntryKey]*Entry
 	Execs     map[string]*Exec // by the service's id
 	Presences map[presenceKey]*Presence
-	Evidence  map[evidenceKey]bool
+	// Evidence are the reports kept as evidence: the newest event version
+	// a line of each was written at.
+	Evidence map[evidenceKey]int64
 	Pending   []PendingError
 	// Errors are the errors already recorded under the batch's dedupe
 	// keys; Events, the events each execution touched (its presences,
@@ -160,7 +162,7 @@ type Snapshot struct {
 // NewSnapshot returns an empty snapshot, ready to be filled.
 func NewSnapshot() *Snapshot {
 	return &Snapshot{Entries: map[EntryKey]*Entry{}, Execs: map[string]*Exec{}, Presences: map[presenceKey]*Presence{},
-		Evidence: map[evidenceKey]bool{}, Errors: map[string]N8NErrorRecord{}, Locked: map[EventKey]bool{}}
+		Evidence: map[evidenceKey]int64{}, Errors: map[string]N8NErrorRecord{}, Locked: map[EventKey]bool{}}
 }
 
 // AddPresence records a presence read from the store.
@@ -169,9 +171,11 @@ func (s *Snapshot) AddPresence(p Presence) {
 	s.Presences[presenceKey{p.Key, p.ExecutionID}] = &p
 }
 
-// AddEvidence records a kept report read from the store.
-func (s *Snapshot) AddEvidence(k EntryKey, executionID, kind string, outcome Outcome) {
-	s.Evidence[evidenceKey{k, executionID, kind, outcome}] = true
+// AddEvidence records a kept report read from the store, written when the
+// event was at version.
+func (s *Snapshot) AddEvidence(k EntryKey, executionID, kind string, outcome Outcome, version int64) {
+	key := evidenceKey{k, executionID, kind, outcome}
+	s.Evidence[key] = max(s.Evidence[key], version)
 }
 
 // current returns the execution the service keeps now under an n8n id:

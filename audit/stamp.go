@@ -2,7 +2,9 @@ package audit
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -55,6 +57,21 @@ func (f FieldErrors) stamp(field, v string) {
 			return
 		}
 	}
+}
+
+// StampTime returns n8n's time a run stamp names (the part after the id),
+// the zero time when it names none.
+func StampTime(stamp string) time.Time {
+	_, rest, ok := strings.Cut(stamp, ":")
+	if !ok {
+		return time.Time{}
+	}
+	ms, _, _ := strings.Cut(rest, ":")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
 }
 
 // ManualMode reports a mode of a person's run in the editor: n8n's own

@@ -134,7 +134,7 @@ func (s *Store) lock(ctx context.Context, tx *sqlx.Tx, w *want) (*audit.Snapshot
 	}
 	for _, r := range evidence {
 		snap.AddEvidence(audit.EntryKey{Source: r.Source, EventID: r.EventID, Item: r.Item}, r.ExecutionID, r.Kind,
-			audit.Outcome(r.Decision))
+			audit.Outcome(r.Decision), r.Version)
 	}
 	for _, r := range pending {
 		snap.Pending = append(snap.Pending, audit.PendingError{ID: r.ID, ExecutionID: r.ExecutionID, Root: r.Root,

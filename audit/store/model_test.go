@@ -254,6 +254,7 @@ type execution struct {
 	// hooks' start report has not reached the service yet.
 	started   time.Time
 	lateStart bool
+	ended     bool // n8n's hooks told the service it finished
 	errored   bool // its error reached the intake
 	gone      bool // n8n was restored since: the execution no longer exists
 }
@@ -454,7 +455,7 @@ func (w *world) newExecution(parent *execution, event string) *execution {
 	w.uses[x.id]++
 	x.key = audit.IncarnationID(x.id, w.uses[x.id])
 	x.root = x.key
-	x.stamp = fmt.Sprintf("%s:%d:%d", x.id, w.epoch, w.seq)
+	x.stamp = fmt.Sprintf("%s:%d:%d", x.id, w.m.clock.Now().UnixMilli(), w.epoch)
 	mode := "webhook"
 	if parent != nil {
 		x.root, x.workflow, mode = parent.root, parent.workflow, "retry"
@@ -607,13 +608,14 @@ func (w *world) mayMove(x *execution, d audit.EventDetail) bool {
 	if d.HolderExecutionID == x.key || x.parent != nil && d.HolderExecutionID == x.root {
 		return true // the holder, or a Retry replaying the holder's stamp
 	}
-	if w.m.n8n == nil {
-		return false
-	}
+	// n8n's word on the chain: its API, or its hooks' starts (each
+	// execution on the way up told the service what it retries).
+	hooked := w.hooks && !x.lateStart
 	for p := x.parent; p != nil; p = p.parent {
 		if p.key == d.HolderExecutionID {
-			return true
+			return w.m.n8n != nil || hooked
 		}
+		hooked = hooked && !p.lateStart
 	}
 	return false
 }
@@ -627,6 +629,7 @@ func (w *world) burst() {
 	var xs []*execution
 	var reqs []audit.ClaimRequest
 	rounds := map[string]int{} // claims of each event so far: a batch decides the first of each, then the second...
+	impersonated := map[int]*execution{}
 	var round []int
 	for i := 0; i < n; i++ {
 		if modelImpostorsInBursts && len(xs) > 0 && rapid.IntRange(0, 5).Draw(w.t, "impostor in the burst") == 0 {
@@ -638,8 +641,10 @@ func (w *world) burst() {
 				}
 			}
 			if len(cands) > 0 {
-				req := w.claimRequest(rapid.SampledFrom(cands).Draw(w.t, "impersonated"), "")
+				of := rapid.SampledFrom(cands).Draw(w.t, "impersonated")
+				req := w.claimRequest(of, "")
 				req.EventID, req.WorkflowID, req.RunStamp = ev, "other-n8n", "" // built by hand
+				impersonated[len(xs)] = of
 				xs, reqs, round = append(xs, nil), append(reqs, req), append(round, rounds[ev])
 				rounds[ev]++
 				continue
@@ -671,10 +676,7 @@ func (w *world) burst() {
 		}
 		w.same("burst claim by "+by, got[i], ref, errs[i], rerr)
 		if xs[i] == nil {
-			if audit.ErrorCode(errs[i]) != audit.CodeConflict {
-				w.t.Fatalf("a claim of execution %s from another workflow in a batch: %+v (%v), want a conflict",
-					req.ExecutionID, got[i], errs[i])
-			}
+			w.impostorAnswered(impersonated[i], req.EventID, got[i], errs[i])
 			continue
 		}
 		w.decided(xs[i], w.entry(req.EventID).status, holders[req.EventID], got[i], errs[i])
@@ -742,6 +744,7 @@ func (w *world) report(x *execution, o audit.Outcome) {
 			w.late = append(w.late, end)
 		} else {
 			w.hook(end)
+			x.ended = true
 		}
 	}
 }
@@ -782,6 +785,11 @@ func (w *world) lateHooks() {
 	}
 	for _, x := range w.execs {
 		x.lateStart = false
+		for _, r := range reports {
+			if r.Phase == audit.PhaseEnd && r.ExecutionID == x.id && !x.gone {
+				x.ended = true
+			}
+		}
 	}
 	for ev, b := range before {
 		after, _ := w.stored(w.m.store, ev)
@@ -1063,8 +1071,28 @@ func (w *world) impostor(x *execution) {
 	res, err := w.m.store.Claim(w.ctx, req)
 	ref, rerr := w.m.ref.Claim(w.ctx, req)
 	w.same("impostor "+x.key, res, ref, err, rerr)
-	if audit.ErrorCode(err) != audit.CodeConflict {
-		w.t.Fatalf("a claim of execution %s from another workflow: %v, want a conflict", x.key, err)
+	w.impostorAnswered(x, x.event, res, err)
+}
+
+// impostorAnswered checks the answer to a claim of x's id from another
+// workflow (10): refused while x may still run; once n8n's hooks said x
+// finished, another execution reusing its id, granted nothing.
+func (w *world) impostorAnswered(x *execution, event string, res audit.ClaimResult, err error) {
+	switch {
+	case x.ended && err == nil && !res.Process:
+		e := w.entry(event)
+		e.claims++
+		w.answered("claim by another execution reusing "+x.key, e, res.Status)
+		// The service keeps it as the id's next execution; the world has
+		// it too (a second n8n's, never drawn again).
+		w.uses[x.id]++
+		o := &execution{id: x.id, key: audit.IncarnationID(x.id, w.uses[x.id]), workflow: "other-n8n", event: event,
+			waited: true, gone: true}
+		o.root = o.key
+		w.execs = append(w.execs, o)
+		w.byKey[o.key] = o
+	case audit.ErrorCode(err) != audit.CodeConflict:
+		w.t.Fatalf("a claim of execution %s from another workflow: %+v %v, want a conflict", x.key, res, err)
 	}
 }
 

@@ -61,7 +61,7 @@ SELECT (SELECT json_agg(l) FROM locked l) AS events,
     ee.delivery_id, ee.workflow_id, ee.class FROM locked l JOIN event_executions ee
     ON ee.source = l.source AND ee.event_id = l.event_id WHERE ee.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))) p)
     AS presences,
-  (SELECT json_agg(h) FROM (SELECT h.source, h.event_id, h.item, h.execution_id, h.kind, h.decision
+  (SELECT json_agg(h) FROM (SELECT h.source, h.event_id, h.item, h.execution_id, h.kind, h.decision, h.version
     FROM locked l JOIN event_history h ON h.source = l.source AND h.event_id = l.event_id
     WHERE CAST(:evidence AS boolean) AND h.kind IN ('not_holder', 'contradiction')
     AND h.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))) h) AS evidence,

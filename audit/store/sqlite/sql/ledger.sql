@@ -54,7 +54,7 @@ SELECT (SELECT json_group_array(json_object('source', source, 'event_id', event_
     WHERE (source, event_id) IN (SELECT source, event_id FROM locked)
     AND execution_id IN (SELECT execution_id FROM ids)) AS presences,
   (SELECT json_group_array(json_object('source', source, 'event_id', event_id, 'item', item,
-    'execution_id', execution_id, 'kind', kind, 'decision', decision)) FROM event_history
+    'execution_id', execution_id, 'kind', kind, 'decision', decision, 'version', version)) FROM event_history
     WHERE :evidence AND (source, event_id) IN (SELECT source, event_id FROM locked)
     AND kind IN ('not_holder', 'contradiction') AND execution_id IN (SELECT execution_id FROM ids)) AS evidence,
   (SELECT json_group_array(json_object('id', id, 'kind', kind, 'execution_id', execution_id, 'retry_of', retry_of,
