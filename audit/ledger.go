@@ -149,7 +149,7 @@ type Snapshot struct {
 	// Evidence are the reports kept as evidence: the newest event version
 	// a line of each was written at.
 	Evidence map[evidenceKey]int64
-	Pending   []PendingError
+	Pending  []PendingError
 	// Errors are the errors already recorded under the batch's dedupe
 	// keys; Events, the events each execution touched (its presences,
 	// for the error intake: an execution's entries).
