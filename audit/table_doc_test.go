@@ -27,8 +27,9 @@ func renderTable() string {
 		if r.News {
 			alert += " (news)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | `%s` | %s | %s | %s |\n", r.State, r.Act, r.Who,
-			or(string(r.Next), "="), take, or(r.Review, "="), r.Answer, line, alert, r.Why)
+		cell := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | `%s` | %s | %s | %s |\n", cell(string(r.State)), cell(string(r.Act)),
+			cell(string(r.Who)), or(string(r.Next), "="), take, or(r.Review, "="), r.Answer, line, alert, r.Why)
 	}
 	return b.String()
 }
