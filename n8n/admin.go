@@ -65,6 +65,8 @@ func (a *Admin) call(ctx context.Context, method, path string, q url.Values, bod
 		switch {
 		case errors.Is(err, ErrTooLarge):
 			return 0, err
+		case errors.Is(err, ErrRedirectRefused) && errors.As(err, &ue):
+			return 0, fmt.Errorf("n8n at %s: %w", a.base, ue.Err)
 		case errors.As(err, &ue):
 			return 0, fmt.Errorf("n8n does not answer at %s: %w", a.base, ue.Err)
 		}

@@ -30,6 +30,7 @@ type fakeN8N struct {
 	calls      []string
 	pages      int  // list pages served
 	down       bool // n8n's process is gone: every connection is cut
+	cursorLoop bool // pages after the first give the first page's cursor again
 }
 
 func newFakeN8N(t *testing.T) *fakeN8N {
@@ -166,6 +167,9 @@ func (f *fakeN8N) list(w http.ResponseWriter, r *http.Request) {
 	var next any
 	if end < len(order) {
 		next = strconv.Itoa(end)
+		if f.cursorLoop && start > 0 {
+			next = strconv.Itoa(f.pageSize)
+		}
 	}
 	json.NewEncoder(w).Encode(map[string]any{"data": page, "nextCursor": next})
 }

@@ -78,12 +78,12 @@ func (h *health) observe(ctx context.Context, log *slog.Logger, api string, err 
 	if errors.As(err, &f) {
 		state = f.state
 	}
-	if state == "" && !listing && h.current() == stateEndless {
-		return
-	}
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if state == "" && !listing && h.state == stateEndless {
+		return
+	}
 	if state != "" {
 		h.lastErr = f
 	}
@@ -108,12 +108,6 @@ func (h *health) observe(ctx context.Context, log *slog.Logger, api string, err 
 		log.Warn("n8n's API "+state+": the service goes on without it and says nothing more until this changes", attrs...)
 		h.warned, h.logged, h.lastWarn = true, state, now
 	}
-}
-
-func (h *health) current() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.state
 }
 
 // shortCircuit returns the last failure while n8n is too slow or

@@ -29,12 +29,12 @@ const maxHostileHeap = 96 << 20
 // and connect's planning against an n8n that answers with endless pages, a
 // repeated or cycling cursor, 25 MiB bodies and slow drips, each for a
 // while: every pass ends within its budget with n8n's failure, every
-// claim is answered right and without waiting for n8n, connect ends
-// within its time, and the heap stays bounded.
+// claim is answered right and no slower than claims beside them with a
+// healthy n8n, connect ends within its time, and the heap stays bounded.
 // RETRYAUDIT_HOSTILE_N8N_FOR=5m runs each dialect that long, cycling the
 // modes, and prints the peak.
 func TestAHostileN8NIsBounded(t *testing.T) {
-	each := time.Second
+	each := 600 * time.Millisecond
 	total := each * time.Duration(len(hostileModes))
 	if v := os.Getenv("RETRYAUDIT_HOSTILE_N8N_FOR"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -50,8 +50,9 @@ func TestAHostileN8NIsBounded(t *testing.T) {
 		client.Timeout = 500 * time.Millisecond
 		client.Log = slog.New(slog.NewTextHandler(&logs, nil))
 		s := audittest.Open(t, dialect, store.Options{Lookup: client})
+		control := audittest.Open(t, dialect, store.Options{Lookup: n8n.New(newFakeN8N(t).url(), fakeKey, nil)})
 		r := &n8n.Reconciler{Client: client, Store: s, Log: slog.New(slog.DiscardHandler), Grace: time.Minute,
-			Lookback: time.Hour, Budget: 1500 * time.Millisecond}
+			Lookback: time.Hour, Budget: time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		peak := sampleHeap(ctx)
@@ -61,7 +62,7 @@ func TestAHostileN8NIsBounded(t *testing.T) {
 
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		var claims []time.Duration
+		var claims, controlClaims []time.Duration
 		var failures []string
 		failed := func(f string, args ...any) {
 			mu.Lock()
@@ -89,19 +90,25 @@ func TestAHostileN8NIsBounded(t *testing.T) {
 					}
 				}
 			}()
-			go func() { // claims, each looked up in n8n
+			go func() { // claims, each looked up in n8n, beside claims looked up in a healthy one
 				defer wg.Done()
 				for j := 0; time.Now().Before(until); j++ {
-					event, exec := fmt.Sprintf("order-%d-%d", i, j), fmt.Sprintf("%d-%d-", i, j)
-					began := time.Now()
-					first, err1 := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec + "1", WorkflowID: "wf1"})
-					again, err2 := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: exec + "2", WorkflowID: "wf1"})
-					took := time.Since(began)
-					mu.Lock()
-					claims = append(claims, took)
-					mu.Unlock()
-					if err1 != nil || err2 != nil || !first.Process || again.Process {
-						failed("%s: claims of %s: %+v %v, then %+v %v", mode, event, first, err1, again, err2)
+					event := fmt.Sprintf("order-%d-%d", i, j)
+					for _, c := range []struct {
+						s    *store.Store
+						took *[]time.Duration
+					}{{s, &claims}, {control, &controlClaims}} {
+						began := time.Now()
+						first, err1 := c.s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: event + "-1",
+							WorkflowID: "wf1"})
+						again, err2 := c.s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: event, ExecutionID: event + "-2",
+							WorkflowID: "wf1"})
+						mu.Lock()
+						*c.took = append(*c.took, time.Since(began))
+						mu.Unlock()
+						if err1 != nil || err2 != nil || !first.Process || again.Process {
+							failed("%s: claims of %s: %+v %v, then %+v %v", mode, event, first, err1, again, err2)
+						}
 					}
 				}
 			}()
@@ -124,15 +131,20 @@ func TestAHostileN8NIsBounded(t *testing.T) {
 		for _, f := range failures {
 			t.Error(f)
 		}
-		slices.Sort(claims)
-		p := func(q float64) time.Duration { return claims[int(q*float64(len(claims)-1))] }
-		t.Logf("%s against a hostile n8n: peak heap %d MiB; %d claim pairs, p50 %s, p95 %s, max %s",
-			total, peak()>>20, len(claims), p(0.5), p(0.95), p(1))
+		p := func(d []time.Duration, q float64) time.Duration {
+			slices.Sort(d)
+			return d[int(q*float64(len(d)-1))]
+		}
+		t.Logf("%s against a hostile n8n: peak heap %d MiB (the test process's peak RSS %s); %d claim pairs, "+
+			"p50 %s, p95 %s, max %s; beside them, with a healthy n8n: p50 %s, p95 %s", total, peak()>>20, peakRSS(),
+			len(claims), p(claims, 0.5), p(claims, 0.95), p(claims, 1), p(controlClaims, 0.5), p(controlClaims, 0.95))
 		if got := peak(); got > maxHostileHeap {
 			t.Errorf("the heap reached %d MiB, want under %d", got>>20, maxHostileHeap>>20)
 		}
-		if p(0.95) > 500*time.Millisecond || p(1) > client.Timeout+2*time.Second {
-			t.Errorf("claims waited for n8n: p95 %s, max %s", p(0.95), p(1))
+		// Claims that waited for n8n would take its timeout; on a busy
+		// machine all claims are slow alike.
+		if hostile, healthy := p(claims, 0.95), p(controlClaims, 0.95); hostile > 2*healthy+100*time.Millisecond {
+			t.Errorf("claims waited for n8n: p95 %s, beside %s with a healthy n8n", hostile, healthy)
 		}
 		if n := strings.Count(logs.String(), "level=WARN"); n < 1 || n > len(hostileModes) {
 			t.Errorf("%d WARN lines, want one per change of n8n's state at most:\n%s", n, logs.String())
@@ -166,4 +178,18 @@ func sampleHeap(ctx context.Context) func() uint64 {
 		defer mu.Unlock()
 		return peak
 	}
+}
+
+// peakRSS is the process's peak resident set (VmHWM), where Linux tells it.
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }

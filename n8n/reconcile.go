@@ -71,7 +71,10 @@ const (
 	pageSize   = 250 // the most n8n's API gives per page
 	// maxUnplaced is how many failures without a stop time one pass
 	// keeps: n8n gives every failure one, so more are not n8n's.
-	maxUnplaced = 1000
+	maxUnplaced = 100
+	// maxLoggedFinds is how many new failures a pass logs one by one; past
+	// it, one line says how many more it found (each is alerted).
+	maxLoggedFinds = 10
 )
 
 // Run makes one pass. The first pass only notes where n8n stands: older
@@ -96,12 +99,23 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	found, readErr := r.read(ctx, lower, upper)
 	slices.SortFunc(found, func(a, b Failed) int { return a.StoppedAt.Compare(b.StoppedAt) })
+	news := 0
+	defer func() {
+		if news > maxLoggedFinds {
+			r.Log.Warn("reconciliation found more failed executions without an error report than it logs one by one: "+
+				"they are recorded and alerted", "found", news, "logged", maxLoggedFinds)
+		}
+	}()
 	for _, f := range found {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := r.record(ctx, f); err != nil && ctx.Err() == nil {
+		isNew, err := r.record(ctx, f, news < maxLoggedFinds)
+		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("reconcile: record execution %s: %w", f.ID, err)
+		}
+		if isNew {
+			news++
 		}
 	}
 	if readErr == nil && ctx.Err() != nil {
@@ -214,13 +228,14 @@ func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed
 }
 
 // record stores one failed execution: new, it becomes a found_by_reconcile
-// error; one the intake has, it only fills in what that record lacks.
-func (r *Reconciler) record(ctx context.Context, f Failed) error {
+// error (logged when logIt); one the intake has, it only fills in what that
+// record lacks. isNew says it was new.
+func (r *Reconciler) record(ctx context.Context, f Failed, logIt bool) (isNew bool, err error) {
 	id := audit.QualifyID(r.Instance, f.ID)
 	key := "exec:" + id
 	known, err := r.Store.KnownError(ctx, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !known {
 		// The list has no error; the execution's data has, when n8n kept it.
@@ -246,11 +261,11 @@ func (r *Reconciler) record(ctx context.Context, f Failed) error {
 		Kind: audit.N8NErrorReconcile, DedupeKey: key, ExecutionID: id, RetryOf: audit.QualifyID(r.Instance, f.RetryOf),
 		WorkflowID: audit.QualifyID(r.Instance, f.WorkflowID), Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
 	})
-	if err == nil && !res.Duplicate {
+	if err == nil && !res.Duplicate && logIt {
 		r.Log.Warn("reconciliation found a failed execution without an error report", "execution_id", id,
 			"workflow_id", f.WorkflowID, "stopped_at", f.StoppedAt, "linked", res.Linked != nil)
 	}
-	return err
+	return err == nil && !res.Duplicate, err
 }
 
 // key names one of the reconciler's marks: the default instance keeps the
