@@ -6,33 +6,33 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // Admin calls the parts of n8n's public API that wire retryaudit into an
 // n8n (retryaudit connect): the API key's scopes, credentials, workflows
-// and their publication. Its errors never hold the key.
+// and their publication. Its calls are bounded as the Client's are (call.go,
+// pager.go, redirect.go); its errors never hold the key, and n8n's words
+// in them are printable (said).
 type Admin struct {
+	api  caller
 	base string // …/api/v1
-	key  string
-	http *http.Client
 }
 
 // NewAdmin returns a client of the public API at apiURL (such as
 // http://127.0.0.1:5678/api/v1).
 func NewAdmin(apiURL, key string) *Admin {
-	return &Admin{base: strings.TrimRight(apiURL, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}
+	api := newCaller(apiURL, key)
+	return &Admin{api: api, base: api.base}
 }
 
 // APIError is an answer of n8n's API that is not a success.
 type APIError struct {
 	Method, Path string
 	Status       int
-	Message      string // n8n's "message", or the start of a body that is not JSON
+	Message      string // n8n's "message", or the start of a body that is not JSON, made printable (said)
 	HTML         bool   // the answer was a web page: the URL is not the API's
 }
 
@@ -49,58 +49,79 @@ func StatusOf(err error) int {
 	return 0
 }
 
-// call sends one request and decodes a JSON answer into out (when not nil).
-func (a *Admin) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	u := a.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var rd io.Reader
+// call sends one request, reads an answer of at most limit bytes and
+// decodes it into out (when not nil); it returns the answer's size.
+func (a *Admin) call(ctx context.Context, method, path string, q url.Values, body any, limit int64, out any) (int, error) {
+	var raw []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return 0, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	ans, err := a.api.call(ctx, method, path, q, raw, limit)
 	if err != nil {
-		return fmt.Errorf("n8n: %w", err)
+		var ue *url.Error
+		switch {
+		case errors.Is(err, ErrTooLarge):
+			return 0, err
+		case errors.Is(err, ErrRedirectRefused) && errors.As(err, &ue):
+			return 0, fmt.Errorf("n8n at %s: %w", a.base, ue.Err)
+		case errors.As(err, &ue):
+			return 0, fmt.Errorf("n8n does not answer at %s: %w", a.base, ue.Err)
+		}
+		return 0, fmt.Errorf("n8n does not answer at %s: %w", a.base, err)
 	}
-	req.Header.Set("X-N8N-API-KEY", a.key)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("n8n does not answer at %s: %w", a.base, errors.Unwrap(err))
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return fmt.Errorf("n8n: read the answer to %s %s: %w", method, path, err)
-	}
-	html := strings.Contains(resp.Header.Get("Content-Type"), "text/html") || bytes.HasPrefix(bytes.TrimSpace(raw), []byte("<"))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 || html {
-		e := &APIError{Method: method, Path: path, Status: resp.StatusCode, HTML: html}
+	html := ans.html || bytes.HasPrefix(bytes.TrimSpace(ans.body), []byte("<"))
+	if !ans.ok() || html {
+		e := &APIError{Method: method, Path: path, Status: ans.status, HTML: html}
 		var msg struct {
 			Message string `json:"message"`
 		}
-		if json.Unmarshal(raw, &msg) == nil && msg.Message != "" {
-			e.Message = msg.Message
+		if json.Unmarshal(ans.body, &msg) == nil && msg.Message != "" {
+			e.Message = said(msg.Message)
 		} else {
-			e.Message = strings.TrimSpace(string(raw[:min(len(raw), 120)]))
+			e.Message = said(string(ans.body))
 		}
-		return e
+		return 0, e
 	}
 	if out == nil {
-		return nil
+		return len(ans.body), nil
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("n8n: the answer to %s %s is not what n8n sends: %w", method, path, err)
+	if err := json.Unmarshal(ans.body, out); err != nil {
+		return 0, fmt.Errorf("n8n: the answer to %s %s is not what n8n sends: %w", method, path, err)
 	}
-	return nil
+	return len(ans.body), nil
+}
+
+// listAll reads every page of a listing, keeping the items keep accepts
+// (nil: all of them). It stops where no n8n's listing goes on (pager).
+func listAll[T any](ctx context.Context, a *Admin, path string, q url.Values, limit int64, keep func(T) bool) ([]T, error) {
+	var all []T
+	pages := pager{what: "GET " + path}
+	for {
+		var page struct {
+			Data       []T     `json:"data"`
+			NextCursor *string `json:"nextCursor"`
+		}
+		size, err := a.call(ctx, http.MethodGet, path, q, nil, limit, &page)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range page.Data {
+			if keep == nil || keep(item) {
+				all = append(all, item)
+			}
+		}
+		next := ""
+		if page.NextCursor != nil {
+			next = *page.NextCursor
+		}
+		if more, err := pages.next(size, next); !more {
+			return all, err
+		}
+		q.Set("cursor", next)
+	}
 }
 
 // Discovery is what GET /discover says the key may do.
@@ -122,7 +143,7 @@ func (a *Admin) Discover(ctx context.Context) (Discovery, error) {
 			} `json:"resources"`
 		} `json:"data"`
 	}
-	if err := a.call(ctx, http.MethodGet, "/discover", nil, nil, &answer); err != nil {
+	if _, err := a.call(ctx, http.MethodGet, "/discover", nil, nil, maxAnswer, &answer); err != nil {
 		return Discovery{}, err
 	}
 	d := Discovery{Scopes: answer.Data.Scopes, Endpoints: map[string]bool{}}
@@ -142,37 +163,25 @@ type Credential struct {
 	UpdatedAt string `json:"updatedAt"`
 }
 
-// Credentials lists every credential the key can see.
-func (a *Admin) Credentials(ctx context.Context) ([]Credential, error) {
-	var all []Credential
-	q := url.Values{"limit": {"250"}}
-	for {
-		var page struct {
-			Data       []Credential `json:"data"`
-			NextCursor *string      `json:"nextCursor"`
-		}
-		if err := a.call(ctx, http.MethodGet, "/credentials", q, nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Data...)
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			return all, nil
-		}
-		q.Set("cursor", *page.NextCursor)
-	}
+// Credentials lists the credentials the key can see that are named name
+// (n8n's listing holds every credential: only these are kept).
+func (a *Admin) Credentials(ctx context.Context, name string) ([]Credential, error) {
+	return listAll(ctx, a, "/credentials", url.Values{"limit": {"250"}}, maxAnswer,
+		func(c Credential) bool { return c.Name == name })
 }
 
 // CreateCredential creates a credential with its data.
 func (a *Admin) CreateCredential(ctx context.Context, name, typ string, data map[string]any) (Credential, error) {
 	var c Credential
-	err := a.call(ctx, http.MethodPost, "/credentials", nil, map[string]any{"name": name, "type": typ, "data": data}, &c)
+	_, err := a.call(ctx, http.MethodPost, "/credentials", nil, map[string]any{"name": name, "type": typ, "data": data},
+		maxAnswer, &c)
 	return c, err
 }
 
 // UpdateCredential replaces a credential's data.
 func (a *Admin) UpdateCredential(ctx context.Context, id string, data map[string]any) (Credential, error) {
 	var c Credential
-	err := a.call(ctx, http.MethodPatch, "/credentials/"+url.PathEscape(id), nil, map[string]any{"data": data}, &c)
+	_, err := a.call(ctx, http.MethodPatch, "/credentials/"+url.PathEscape(id), nil, map[string]any{"data": data}, maxAnswer, &c)
 	return c, err
 }
 
@@ -207,37 +216,34 @@ type WorkflowBody struct {
 	StaticData  map[string]any   `json:"staticData,omitempty"`
 }
 
-// Workflows lists every workflow the key can see.
+// workflowsPage is how many workflows a page of the listing asks for: a
+// page holds them whole (n8n's API has no lighter listing).
+const workflowsPage = 50
+
+// Workflows lists every workflow the key can see, as far as planning
+// reads them (see listedWorkflow); Workflow reads one whole.
 func (a *Admin) Workflows(ctx context.Context) ([]Workflow, error) {
-	var all []Workflow
-	q := url.Values{"limit": {"250"}, "excludePinnedData": {"true"}}
-	for {
-		var page struct {
-			Data       []Workflow `json:"data"`
-			NextCursor *string    `json:"nextCursor"`
-		}
-		if err := a.call(ctx, http.MethodGet, "/workflows", q, nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Data...)
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			return all, nil
-		}
-		q.Set("cursor", *page.NextCursor)
+	q := url.Values{"limit": {fmt.Sprint(workflowsPage)}, "excludePinnedData": {"true"}}
+	listed, err := listAll[listedWorkflow](ctx, a, "/workflows", q, maxWorkflows, nil)
+	out := make([]Workflow, len(listed))
+	for i, w := range listed {
+		out[i] = w.Workflow
 	}
+	return out, err
 }
 
 // Workflow reads one workflow.
 func (a *Admin) Workflow(ctx context.Context, id string) (Workflow, error) {
 	var w Workflow
-	err := a.call(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id), url.Values{"excludePinnedData": {"true"}}, nil, &w)
+	_, err := a.call(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id), url.Values{"excludePinnedData": {"true"}}, nil,
+		maxWorkflows, &w)
 	return w, err
 }
 
 // CreateWorkflow stores a new, unpublished workflow.
 func (a *Admin) CreateWorkflow(ctx context.Context, b WorkflowBody) (Workflow, error) {
 	var w Workflow
-	err := a.call(ctx, http.MethodPost, "/workflows", nil, b, &w)
+	_, err := a.call(ctx, http.MethodPost, "/workflows", nil, b, maxWorkflows, &w)
 	return w, err
 }
 
@@ -245,7 +251,7 @@ func (a *Admin) CreateWorkflow(ctx context.Context, b WorkflowBody) (Workflow, e
 // the workflow is published.
 func (a *Admin) UpdateWorkflow(ctx context.Context, id string, b WorkflowBody) (Workflow, error) {
 	var w Workflow
-	err := a.call(ctx, http.MethodPut, "/workflows/"+url.PathEscape(id), nil, b, &w)
+	_, err := a.call(ctx, http.MethodPut, "/workflows/"+url.PathEscape(id), nil, b, maxWorkflows, &w)
 	return w, err
 }
 
@@ -253,7 +259,7 @@ func (a *Admin) UpdateWorkflow(ctx context.Context, id string, b WorkflowBody) (
 // in the background: see WebhookRegistered.
 func (a *Admin) Publish(ctx context.Context, id string) (Workflow, error) {
 	var w Workflow
-	err := a.call(ctx, http.MethodPost, "/workflows/"+url.PathEscape(id)+"/publish", nil, map[string]any{}, &w)
+	_, err := a.call(ctx, http.MethodPost, "/workflows/"+url.PathEscape(id)+"/publish", nil, map[string]any{}, maxWorkflows, &w)
 	return w, err
 }
 
@@ -269,7 +275,7 @@ func (a *Admin) WebhookRegistered(ctx context.Context, path string) (bool, error
 	}
 	req.Header.Set("Origin", a.Origin())
 	req.Header.Set("Access-Control-Request-Method", "POST")
-	resp, err := a.http.Do(req)
+	resp, err := a.api.http.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("n8n's webhooks do not answer at %s: %w", u, errors.Unwrap(err))
 	}

@@ -4,15 +4,14 @@
 package n8n
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,18 +26,22 @@ var ErrUnauthorized = errors.New("n8n refused the API key")
 
 // Client calls n8n's public API (RETRYAUDIT_N8N_API_URL, e.g.
 // http://127.0.0.1:5678/api/v1) with the header X-N8N-API-KEY. It
-// implements audit.ExecutionLookup.
+// implements audit.ExecutionLookup. Every answer is read with a cap (see
+// call.go), every listing stops where no n8n's would go on (pager), and no
+// redirect takes the key to another address (CheckRedirect).
 type Client struct {
-	base    string
-	key     string
-	http    *http.Client
+	api     caller
 	metrics *metrics.Metrics
 	// Timeout bounds one lookup; a claim waits at most this long for n8n.
 	Timeout time.Duration
+	// Log receives one WARN line when n8n's API starts failing and one
+	// INFO line when it answers again (nil: nothing is logged).
+	Log *slog.Logger
 
-	group singleflight.Group
-	mu    sync.Mutex
-	cache map[string]cached
+	health health
+	group  singleflight.Group
+	mu     sync.Mutex
+	cache  map[string]cached
 }
 
 type cached struct {
@@ -57,62 +60,7 @@ const maxCached = 10000
 
 // New returns a client of the API at baseURL.
 func New(baseURL, apiKey string, m *metrics.Metrics) *Client {
-	return &Client{
-		base: strings.TrimRight(baseURL, "/"), key: apiKey, metrics: m,
-		http:    &http.Client{Timeout: 30 * time.Second},
-		Timeout: 2 * time.Second,
-		cache:   map[string]cached{},
-	}
-}
-
-// execution is an execution as n8n's API returns it. Ids may be strings or
-// numbers; retryOf is null, not absent, when there is none.
-type execution struct {
-	ID         flexID    `json:"id"`
-	WorkflowID flexID    `json:"workflowId"`
-	Mode       string    `json:"mode"`
-	Status     string    `json:"status"`
-	RetryOf    flexID    `json:"retryOf"`
-	StartedAt  time.Time `json:"startedAt"`
-	StoppedAt  time.Time `json:"stoppedAt"`
-	Data       *struct {
-		ResultData struct {
-			LastNodeExecuted string `json:"lastNodeExecuted"`
-			Error            *struct {
-				Message     string `json:"message"`
-				Description string `json:"description"`
-				Node        *struct {
-					Name string `json:"name"`
-				} `json:"node"`
-			} `json:"error"`
-		} `json:"resultData"`
-	} `json:"data"`
-}
-
-func (e execution) public() audit.N8NExecution {
-	return audit.N8NExecution{ID: string(e.ID), WorkflowID: string(e.WorkflowID), Mode: e.Mode, Status: e.Status,
-		RetryOf: string(e.RetryOf), StartedAt: e.StartedAt, StoppedAt: e.StoppedAt}
-}
-
-// flexID reads a JSON string or number; null is "".
-type flexID string
-
-// UnmarshalJSON reads a string, a number or null.
-func (f *flexID) UnmarshalJSON(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	switch {
-	case s == "null":
-		*f = ""
-	case strings.HasPrefix(s, `"`):
-		var v string
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		*f = flexID(v)
-	default:
-		*f = flexID(s)
-	}
-	return nil
+	return &Client{api: newCaller(baseURL, apiKey), metrics: m, Timeout: 2 * time.Second, cache: map[string]cached{}}
 }
 
 // Execution looks one execution up: once per id (concurrent lookups share
@@ -125,11 +73,15 @@ func (c *Client) Execution(ctx context.Context, id string) (audit.N8NExecution, 
 	if ok && time.Now().Before(hit.expires) {
 		return hit.x, hit.err
 	}
+	if err := c.health.shortCircuit(); err != nil {
+		return audit.N8NExecution{}, err
+	}
 	ch := c.group.DoChan(id, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Timeout)
 		defer cancel()
 		var e execution
-		err := c.get(ctx, "/executions/"+url.PathEscape(id), nil, &e)
+		_, err := c.get(ctx, "/executions/"+url.PathEscape(id), nil, maxExecution, &e)
+		c.observe(ctx, err, false)
 		x := e.public()
 		switch {
 		case err == nil:
@@ -157,18 +109,17 @@ func (c *Client) remember(id string, v cached) {
 	c.cache[id] = v
 }
 
-// Failed is a failed execution found by FailedExecutions, with what its
-// stored data says about the error.
-type Failed struct {
-	audit.N8NExecution
-	Node    string
-	Message string
-}
-
 // FailedExecutions returns one page of executions with status error, in
 // n8n's order (newest id first), and the cursor of the next page ("" on the
 // last).
 func (c *Client) FailedExecutions(ctx context.Context, cursor string, limit int) ([]Failed, string, error) {
+	list, next, _, err := c.failedPage(ctx, cursor, limit)
+	c.observe(ctx, err, true)
+	return list, next, err
+}
+
+// failedPage is FailedExecutions with the page's size in bytes.
+func (c *Client) failedPage(ctx context.Context, cursor string, limit int) ([]Failed, string, int, error) {
 	q := url.Values{"status": {"error"}, "limit": {fmt.Sprint(limit)}}
 	if cursor != "" {
 		q.Set("cursor", cursor)
@@ -177,8 +128,12 @@ func (c *Client) FailedExecutions(ctx context.Context, cursor string, limit int)
 		Data       []execution `json:"data"`
 		NextCursor *string     `json:"nextCursor"`
 	}
-	if err := c.get(ctx, "/executions", q, &page); err != nil {
-		return nil, "", err
+	size, err := c.get(ctx, "/executions", q, maxAnswer, &page)
+	if errors.Is(err, audit.ErrExecutionNotFound) {
+		err = fail(stateFailing, errors.New("n8n API answered 404 to GET /executions: is the URL n8n's public API, ending in /api/v1?"))
+	}
+	if err != nil {
+		return nil, "", size, err
 	}
 	out := make([]Failed, 0, len(page.Data))
 	for _, e := range page.Data {
@@ -188,33 +143,21 @@ func (c *Client) FailedExecutions(ctx context.Context, cursor string, limit int)
 	if page.NextCursor != nil {
 		next = *page.NextCursor
 	}
-	return out, next, nil
+	return out, next, size, nil
 }
 
-// FailedExecution returns one execution with its stored error.
+// FailedExecution returns one execution with its stored error. One whose
+// data is larger than maxWithData is not read: n8n answered, with an
+// execution too large to keep in memory.
 func (c *Client) FailedExecution(ctx context.Context, id string) (Failed, error) {
 	var e execution
-	err := c.get(ctx, "/executions/"+url.PathEscape(id), url.Values{"includeData": {"true"}}, &e)
-	return failed(e), err
-}
-
-func failed(e execution) Failed {
-	f := Failed{N8NExecution: e.public()}
-	if e.Data != nil {
-		f.Node = e.Data.ResultData.LastNodeExecuted
-		if er := e.Data.ResultData.Error; er != nil {
-			// As the intake does: n8n's HTTP node keeps what the server
-			// said in the description.
-			f.Message = cmp.Or(er.Message, er.Description)
-			if er.Description != "" && er.Description != f.Message {
-				f.Message += ": " + er.Description
-			}
-			if er.Node != nil && er.Node.Name != "" {
-				f.Node = er.Node.Name
-			}
-		}
+	_, err := c.get(ctx, "/executions/"+url.PathEscape(id), url.Values{"includeData": {"true"}}, maxWithData, &e)
+	if errors.Is(err, ErrTooLarge) {
+		c.observe(ctx, nil, false)
+		return failed(e), fmt.Errorf("n8n: execution %s with its data: %w", id, errors.Unwrap(err))
 	}
-	return f
+	c.observe(ctx, err, false)
+	return failed(e), err
 }
 
 // Check calls the API once: it answers and accepts the key.
@@ -223,49 +166,36 @@ func (c *Client) Check(ctx context.Context) error {
 	return err
 }
 
-// get calls the API and decodes its JSON answer. The error never holds
-// the key.
-func (c *Client) get(ctx context.Context, path string, q url.Values, dst any) error {
+// get calls the API and decodes its JSON answer of at most limit bytes;
+// it returns the answer's size. The error never holds the key; a failure
+// of n8n's API is one of its states (health.go), which the caller tells
+// the client's health (observe).
+func (c *Client) get(ctx context.Context, path string, q url.Values, limit int64, dst any) (size int, err error) {
 	start := time.Now()
 	result := "ok"
 	defer func() { c.metrics.LookedUp(result, time.Since(start)) }()
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	a, err := c.api.call(ctx, http.MethodGet, path, q, nil, limit)
 	if err != nil {
 		result = "error"
-		return fmt.Errorf("n8n: %w", err)
-	}
-	req.Header.Set("X-N8N-API-KEY", c.key)
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		result = "unreachable"
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			result = "timeout"
-			return fmt.Errorf("n8n API did not answer within %s", c.Timeout)
+		err = classify(ctx, err)
+		var f *apiFailure
+		if errors.As(err, &f) && (f.state == stateSlow || f.state == stateUnreachable) {
+			result = map[string]string{stateSlow: "timeout", stateUnreachable: "unreachable"}[f.state]
 		}
-		return fmt.Errorf("n8n API unreachable: %w", errors.Unwrap(err))
+		return 0, err
 	}
-	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case a.status == http.StatusNotFound:
 		result = "not_found"
-		return audit.ErrExecutionNotFound
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return 0, audit.ErrExecutionNotFound
+	case a.status == http.StatusUnauthorized || a.status == http.StatusForbidden:
 		result = "unauthorized"
-		return fmt.Errorf("%w (%d)", ErrUnauthorized, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
+		return 0, fail(stateRefused, fmt.Errorf("%w (%d)", ErrUnauthorized, a.status))
+	case a.status != http.StatusOK:
 		result = "error"
-		return fmt.Errorf("n8n API answered %d", resp.StatusCode)
+		return 0, fail(stateFailing, fmt.Errorf("n8n API answered %d", a.status))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		result = "error"
-		return fmt.Errorf("n8n API: read answer: %w", err)
-	}
+	body := a.body
 	// The internal REST API wraps its answers in {"data": …}; the public
 	// API returns the execution itself.
 	var wrapped struct {
@@ -278,7 +208,39 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, dst any) er
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		result = "error"
-		return fmt.Errorf("n8n API: answer is not what n8n sends: %w", err)
+		return len(a.body), fail(stateStrange, fmt.Errorf("n8n API: answer is not what n8n sends: %w", err))
 	}
-	return nil
+	return len(a.body), nil
+}
+
+// observe tells the client's health how a call went; listing says it was
+// a whole listing, which alone can tell that listings end again.
+func (c *Client) observe(ctx context.Context, err error, listing bool) {
+	log := c.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c.health.observe(ctx, log, c.api.redacted(), err, listing)
+}
+
+// classify says which failure of n8n's API a transport error is.
+func classify(ctx context.Context, err error) error {
+	inner := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner = ue.Err // without "Get <url>:"
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrRedirectRefused):
+		return fail(stateRedirected, fmt.Errorf("n8n API: %w", inner))
+	case errors.Is(err, ErrTooLarge):
+		return fail(stateStrange, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()):
+		return fail(stateSlow, errors.New("n8n API did not answer in time"))
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return fail(stateUnreachable, fmt.Errorf("n8n API unreachable: %w", inner))
 }

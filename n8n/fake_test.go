@@ -28,7 +28,9 @@ type fakeN8N struct {
 	gate       chan struct{} // when set, lookups wait for it: a slow n8n
 	arrived    chan string   // lookups tell which id they are waiting for
 	calls      []string
-	pages      int // list pages served
+	pages      int  // list pages served
+	down       bool // n8n's process is gone: every connection is cut
+	cursorLoop bool // pages after the first give the first page's cursor again
 }
 
 func newFakeN8N(t *testing.T) *fakeN8N {
@@ -99,8 +101,13 @@ func (f *fakeN8N) called(path string) int {
 func (f *fakeN8N) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, r.URL.Path)
-	gate, arrived := f.gate, f.arrived
+	gate, arrived, down := f.gate, f.arrived, f.down
 	f.mu.Unlock()
+	if down {
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close()
+		return
+	}
 	if r.Header.Get("X-N8N-API-KEY") != fakeKey {
 		w.WriteHeader(http.StatusUnauthorized)
 		json.NewEncoder(w).Encode(map[string]any{"message": "unauthorized"})
@@ -160,6 +167,9 @@ func (f *fakeN8N) list(w http.ResponseWriter, r *http.Request) {
 	var next any
 	if end < len(order) {
 		next = strconv.Itoa(end)
+		if f.cursorLoop && start > 0 {
+			next = strconv.Itoa(f.pageSize)
+		}
 	}
 	json.NewEncoder(w).Encode(map[string]any{"data": page, "nextCursor": next})
 }
@@ -172,4 +182,11 @@ func withoutData(x map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// setDown stops n8n's process (every connection cut) or starts it again.
+func (f *fakeN8N) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
@@ -46,7 +47,18 @@ type Reconciler struct {
 	// kept qualified with it, and its marks apart from other instances'.
 	// Empty is the default instance.
 	Instance string
+	// Budget bounds one pass, reading and recording (default passBudget):
+	// an n8n that drips its answers cannot hold the pass, and the next
+	// pass reads what this one could not.
+	Budget time.Duration
+
+	mu     sync.Mutex
+	warned map[string]bool // see once
 }
+
+// passBudget is a pass's default budget: n8n's default 10,000 executions
+// are 40 pages, read in seconds.
+const passBudget = 2 * time.Minute
 
 const (
 	// reconcileMark keeps the stop time up to which every failure was read.
@@ -57,11 +69,21 @@ const (
 	// legacyMark is where versions that reconciled by id kept their place.
 	legacyMark = "reconcile.last_execution_id"
 	pageSize   = 250 // the most n8n's API gives per page
+	// maxUnplaced is how many failures without a stop time one pass
+	// keeps: n8n gives every failure one, so more are not n8n's.
+	maxUnplaced = 100
+	// maxLoggedFinds is how many new failures a pass logs one by one; past
+	// it, one line says how many more it found (each is alerted).
+	maxLoggedFinds = 10
 )
 
 // Run makes one pass. The first pass only notes where n8n stands: older
-// failures are not news.
+// failures are not news. A failure of n8n's API is logged by the Client,
+// once per change of state (IsAPIFailure tells it).
 func (r *Reconciler) Run(ctx context.Context) error {
+	budget := cmp.Or(r.Budget, passBudget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	now := r.now()
 	upper := now.Add(-r.Grace)
 	lower, first, err := r.lowerBound(ctx, upper)
@@ -77,16 +99,34 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	found, readErr := r.read(ctx, lower, upper)
 	slices.SortFunc(found, func(a, b Failed) int { return a.StoppedAt.Compare(b.StoppedAt) })
+	news := 0
+	defer func() {
+		if news > maxLoggedFinds {
+			r.Log.Warn("reconciliation found more failed executions without an error report than it logs one by one: "+
+				"they are recorded and alerted", "found", news, "logged", maxLoggedFinds)
+		}
+	}()
 	for _, f := range found {
-		if err := r.record(ctx, f); err != nil {
+		if ctx.Err() != nil {
+			break
+		}
+		isNew, err := r.record(ctx, f, news < maxLoggedFinds)
+		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("reconcile: record execution %s: %w", f.ID, err)
 		}
+		if isNew {
+			news++
+		}
 	}
+	if readErr == nil && ctx.Err() != nil {
+		readErr = fail(stateSlow, fmt.Errorf("reconcile: the pass used up its budget of %s", budget))
+	}
+	// Told last: the lookups of the executions found do not hide a
+	// listing that failed.
+	r.Client.observe(ctx, readErr, true)
 	if readErr != nil {
 		// The window stays where it was: the next pass reads it again.
 		r.skipped("page_unreadable", 1)
-		r.Log.Warn("reconciliation could not read all of n8n's failed executions; the next pass reads them again",
-			"err", readErr, "recorded", len(found))
 		return readErr
 	}
 	return r.Store.SetState(ctx, r.key(reconcileMark), stamp(upper))
@@ -137,8 +177,10 @@ func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed
 	var found []Failed
 	startedBefore := lower.Add(-r.lookback())
 	cursor := ""
+	pages := pager{what: "GET /executions?status=error"}
+	unplaced := 0
 	for {
-		list, next, err := r.Client.FailedExecutions(ctx, cursor, pageSize)
+		list, next, size, err := r.Client.failedPage(ctx, cursor, pageSize)
 		if err != nil {
 			return found, fmt.Errorf("reconcile: %w", err)
 		}
@@ -147,12 +189,20 @@ func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed
 			switch {
 			case f.ID == "":
 				r.skipped("no_id", 1)
-				r.Log.Warn("reconciliation skipped an execution n8n listed without an id")
+				r.once("no_id", "reconciliation skips the executions n8n lists without an id (counted, not logged again)")
+				continue
+			case f.StoppedAt.IsZero() && unplaced >= maxUnplaced:
+				r.skipped("no_stop_time", 1)
+				r.once("no_stop_time", fmt.Sprintf("reconciliation keeps %d failures without a stop time a pass and skips "+
+					"the others (counted, not logged again): n8n gives every failure one", maxUnplaced))
+				beyond = false
 				continue
 			case f.StoppedAt.IsZero():
 				// A failure with no stop time cannot be placed in a window:
-				// record it (the dedupe makes that once).
+				// record it (the dedupe makes that once). n8n gives every
+				// failure one: a pass keeps only so many without.
 				found = append(found, f)
+				unplaced++
 				beyond = false
 				continue
 			}
@@ -164,21 +214,28 @@ func (r *Reconciler) read(ctx context.Context, lower, upper time.Time) ([]Failed
 				found = append(found, f)
 			}
 		}
-		if next == "" || beyond || len(list) == 0 {
+		if beyond || len(list) == 0 {
 			return found, nil
+		}
+		if more, err := pages.next(size, next); !more {
+			if err != nil {
+				err = fmt.Errorf("reconcile: %w", err)
+			}
+			return found, err
 		}
 		cursor = next
 	}
 }
 
 // record stores one failed execution: new, it becomes a found_by_reconcile
-// error; one the intake has, it only fills in what that record lacks.
-func (r *Reconciler) record(ctx context.Context, f Failed) error {
+// error (logged when logIt); one the intake has, it only fills in what that
+// record lacks. isNew says it was new.
+func (r *Reconciler) record(ctx context.Context, f Failed, logIt bool) (isNew bool, err error) {
 	id := audit.QualifyID(r.Instance, f.ID)
 	key := "exec:" + id
 	known, err := r.Store.KnownError(ctx, key)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !known {
 		// The list has no error; the execution's data has, when n8n kept it.
@@ -186,9 +243,11 @@ func (r *Reconciler) record(ctx context.Context, f Failed) error {
 		switch {
 		case err == nil:
 			f.Node, f.Message = cmp.Or(full.Node, f.Node), full.Message
+		case IsAPIFailure(err):
+			r.skipped("details_unreadable", 1) // the Client logs n8n's failures
 		default:
 			r.skipped("details_unreadable", 1)
-			r.Log.Warn("reconciliation could not read a failed execution's error; recording what the list says",
+			r.Log.Debug("reconciliation did not read a failed execution's data; recording what the list says",
 				"execution_id", f.ID, "err", err)
 		}
 	}
@@ -202,11 +261,11 @@ func (r *Reconciler) record(ctx context.Context, f Failed) error {
 		Kind: audit.N8NErrorReconcile, DedupeKey: key, ExecutionID: id, RetryOf: audit.QualifyID(r.Instance, f.RetryOf),
 		WorkflowID: audit.QualifyID(r.Instance, f.WorkflowID), Mode: f.Mode, Node: f.Node, Message: audit.Truncate(msg, audit.MaxMessageLen),
 	})
-	if err == nil && !res.Duplicate {
+	if err == nil && !res.Duplicate && logIt {
 		r.Log.Warn("reconciliation found a failed execution without an error report", "execution_id", id,
 			"workflow_id", f.WorkflowID, "stopped_at", f.StoppedAt, "linked", res.Linked != nil)
 	}
-	return err
+	return err == nil && !res.Duplicate, err
 }
 
 // key names one of the reconciler's marks: the default instance keeps the
@@ -216,6 +275,22 @@ func (r *Reconciler) key(name string) string {
 		return name
 	}
 	return name + "@" + r.Instance
+}
+
+// once logs a warning the first time this reconciler meets what it
+// says: what n8n lists is counted by retryaudit_reconcile_skipped_total,
+// not logged for every execution of every page.
+func (r *Reconciler) once(key, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.warned[key] {
+		return
+	}
+	if r.warned == nil {
+		r.warned = map[string]bool{}
+	}
+	r.warned[key] = true
+	r.Log.Warn(msg)
 }
 
 func (r *Reconciler) skipped(reason string, n int) {

@@ -125,13 +125,26 @@ func PlanWiring(ctx context.Context, a *Admin, w Wiring) (*Plan, error) {
 		return nil, fmt.Errorf("%w: it has no %s (n8n 2.x publishes workflows there; connect was built against n8n 2.41.1)",
 			ErrUnsupported, publishEndpoint)
 	}
-	creds, err := a.Credentials(ctx)
+	creds, err := a.Credentials(ctx, CredentialName)
 	if err != nil {
 		return nil, err
 	}
 	wfs, err := a.Workflows(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The listing keeps little of each workflow: the error workflow is
+	// compared with the shipped one whole.
+	if ew, err := findErrorWorkflow(wfs); err == nil && ew != nil {
+		full, err := a.Workflow(ctx, ew.ID)
+		if err != nil {
+			return nil, err
+		}
+		for i := range wfs {
+			if wfs[i].ID == ew.ID {
+				wfs[i] = full
+			}
+		}
 	}
 	p := &Plan{admin: a, wiring: w, state: state{watch: map[string]Workflow{}}}
 	if err := p.plan(creds, wfs); err != nil {
@@ -209,7 +222,7 @@ func (p *Plan) plan(creds []Credential, wfs []Workflow) error {
 			Scopes: []string{scopeCredentialCreate}, apply: (*Plan).createCredential})
 	case !credentialCurrent:
 		p.add(Change{What: fmt.Sprintf(`write retryaudit's token into the credential "retryaudit" (%s): n8n never shows `+
-			`a credential's value, and connect did not write this token there`, cred.ID),
+			`a credential's value, and connect did not write this token there`, said(cred.ID)),
 			Scopes: []string{scopeCredentialUpdate}, apply: (*Plan).updateCredential})
 	}
 	if err := p.planErrorWorkflow(ew, !credentialCurrent); err != nil {
@@ -239,7 +252,7 @@ func findCredential(creds []Credential) (*Credential, error) {
 			"delete or rename the others, then run connect again", len(found), CredentialName, credentialIDs(found))
 	case len(found) == 1 && found[0].Type != credentialType:
 		return nil, fmt.Errorf("the credential %q (%s) is a %s, not a Header Auth credential: rename it, then run connect again",
-			CredentialName, found[0].ID, found[0].Type)
+			CredentialName, said(found[0].ID), said(found[0].Type))
 	case len(found) == 1:
 		return &found[0], nil
 	}
@@ -249,7 +262,7 @@ func findCredential(creds []Credential) (*Credential, error) {
 func credentialIDs(cs []Credential) string {
 	var ids []string
 	for _, c := range cs {
-		ids = append(ids, c.ID)
+		ids = append(ids, said(c.ID))
 	}
 	return strings.Join(ids, ", ")
 }
@@ -285,7 +298,7 @@ func (p *Plan) targets(wfs []Workflow, ew *Workflow) ([]Workflow, error) {
 		}
 		if other := errorWorkflowOf(w); other != "" && (ew == nil || other != ew.ID) {
 			p.Kept = append(p.Kept, fmt.Sprintf("%q (%s) keeps its own error workflow %s: name it in --workflows to replace it",
-				w.Name, w.ID, other))
+				said(w.Name), said(w.ID), said(other)))
 			continue
 		}
 		out = append(out, w)
@@ -301,7 +314,7 @@ func errorWorkflowOf(w Workflow) string {
 func (p *Plan) planExample(wfs []Workflow) {
 	for _, w := range wfs {
 		if readFingerprint(w).Role == roleExample {
-			p.Kept = append(p.Kept, fmt.Sprintf("the example %q (%s) is there already: connect imports it once", w.Name, w.ID))
+			p.Kept = append(p.Kept, fmt.Sprintf("the example %q (%s) is there already: connect imports it once", said(w.Name), said(w.ID)))
 			return
 		}
 	}
@@ -318,7 +331,7 @@ func (p *Plan) planTarget(w Workflow) {
 		if other == p.state.errorWorkflow.ID && p.state.errorWorkflow.ID != "" {
 			return
 		}
-		had = "it had " + other
+		had = "it had " + said(other)
 	}
 	scopes := []string{scopeWorkflowUpdate}
 	how := "it is not published, and stays so: the setting applies once you publish it"
@@ -326,6 +339,6 @@ func (p *Plan) planTarget(w Workflow) {
 		scopes, how = append(scopes, scopeWorkflowActivate), "n8n publishes it again"
 	}
 	id := w.ID
-	p.add(Change{What: fmt.Sprintf(`set the error workflow of %q (%s) to "retryaudit: report errors" (%s); %s`, w.Name, w.ID, had, how),
+	p.add(Change{What: fmt.Sprintf(`set the error workflow of %q (%s) to "retryaudit: report errors" (%s); %s`, said(w.Name), said(w.ID), had, how),
 		Scopes: scopes, apply: func(p *Plan, ctx context.Context) error { return p.setErrorWorkflow(ctx, id) }})
 }

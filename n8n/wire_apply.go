@@ -49,7 +49,7 @@ func (p *Plan) updateCredential(ctx context.Context) error {
 // reread takes the credential's updatedAt from the list, as the next run
 // will read it.
 func (p *Plan) reread(ctx context.Context, id string) error {
-	creds, err := p.admin.Credentials(ctx)
+	creds, err := p.admin.Credentials(ctx, CredentialName)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (p *Plan) reread(ctx context.Context, id string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("n8n does not list the credential %s it has just written", id)
+	return fmt.Errorf("n8n does not list the credential %s it has just written", said(id))
 }
 
 // staticData is the error workflow's static data with connect's
@@ -168,9 +168,9 @@ func (p *Plan) ErrorWorkflow() Workflow { return p.state.errorWorkflow }
 func (p *Plan) Published() (seen, timed []string) {
 	for _, w := range p.state.watch {
 		if len(webhookPaths(w)) > 0 {
-			seen = append(seen, fmt.Sprintf("%q", w.Name))
+			seen = append(seen, fmt.Sprintf("%q", said(w.Name)))
 		} else {
-			timed = append(timed, fmt.Sprintf("%q", w.Name))
+			timed = append(timed, fmt.Sprintf("%q", said(w.Name)))
 		}
 	}
 	slices.Sort(seen)
@@ -202,7 +202,7 @@ func (p *Plan) Watch(ctx context.Context, settle, limit time.Duration) error {
 				}
 				if time.Now().After(deadline) {
 					return fmt.Errorf("n8n has not registered the webhook /webhook/%s of %q (%s) %s after publishing it: "+
-						"open the workflow in n8n to see why", path, w.Name, w.ID, limit)
+						"open the workflow in n8n to see why", said(path), said(w.Name), said(w.ID), limit)
 				}
 				if err := sleep(ctx, 200*time.Millisecond); err != nil {
 					return err

@@ -19,7 +19,7 @@ func findErrorWorkflow(wfs []Workflow) (*Workflow, error) {
 		switch {
 		case readFingerprint(w).Role == roleErrorWorkflow:
 			marked = append(marked, w)
-		case hasNode(w, reportNodeID) && hasNodeType(w, "n8n-nodes-base.errorTrigger"):
+		case hasNode(w, reportNodeID) && hasNodeType(w, errorTriggerType):
 			byHand = append(byHand, w)
 		}
 	}
@@ -48,7 +48,7 @@ func hasNodeType(w Workflow, typ string) bool {
 func workflowNames(ws []Workflow) string {
 	var s []string
 	for _, w := range ws {
-		s = append(s, fmt.Sprintf("%q %s", w.Name, w.ID))
+		s = append(s, fmt.Sprintf("%q %s", said(w.Name), said(w.ID)))
 	}
 	return strings.Join(s, ", ")
 }
@@ -81,11 +81,11 @@ func (p *Plan) planErrorWorkflow(ew *Workflow, remember bool) error {
 		if ew.Active {
 			scopes, how = append(scopes, scopeWorkflowActivate), "; n8n publishes the update"
 		}
-		p.add(Change{What: fmt.Sprintf("update the error workflow %q (%s): %s%s", ew.Name, ew.ID, strings.Join(why, "; "), how),
+		p.add(Change{What: fmt.Sprintf("update the error workflow %q (%s): %s%s", said(ew.Name), said(ew.ID), strings.Join(why, "; "), how),
 			Scopes: scopes, apply: (*Plan).updateErrorWorkflow})
 	}
 	if !ew.Active || (len(why) == 0 && !ew.Published()) {
-		p.add(Change{What: fmt.Sprintf("publish %q (%s) (n8n fires only a published error workflow)", ew.Name, ew.ID),
+		p.add(Change{What: fmt.Sprintf("publish %q (%s) (n8n fires only a published error workflow)", said(ew.Name), said(ew.ID)),
 			Scopes: []string{scopeWorkflowActivate}, apply: (*Plan).publishErrorWorkflow})
 	}
 	return nil
@@ -96,7 +96,7 @@ func (p *Plan) planErrorWorkflow(ew *Workflow, remember bool) error {
 func workflowDiffs(have Workflow, want shipped) []string {
 	var why []string
 	if h, w := nodeURL(have.Nodes, reportNodeID), nodeURL(want.Nodes, reportNodeID); h != w {
-		why = append(why, fmt.Sprintf("it reports to %s, not %s", cmpOr(h, "nowhere"), w))
+		why = append(why, fmt.Sprintf("it reports to %s, not %s", said(cmpOr(h, "nowhere")), w))
 	}
 	if h, w := nodeCredential(have.Nodes, reportNodeID), nodeCredential(want.Nodes, reportNodeID); h != w || w == "" {
 		why = append(why, `its report node does not use the credential "retryaudit" connect wires`)
@@ -111,7 +111,7 @@ func workflowDiffs(have Workflow, want shipped) []string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !reflect.DeepEqual(have.Settings[k], want.Settings[k]) {
-			why = append(why, fmt.Sprintf("its setting %s is %v, not %v", k, have.Settings[k], want.Settings[k]))
+			why = append(why, fmt.Sprintf("its setting %s is %s, not %v", k, said(fmt.Sprint(have.Settings[k])), want.Settings[k]))
 		}
 	}
 	return why

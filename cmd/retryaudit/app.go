@@ -47,6 +47,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 	}
 	if cfg.N8NAPIURL != "" {
 		a.n8n = n8n.New(cfg.N8NAPIURL, cfg.N8NAPIKey, m)
+		a.n8n.Log = log.With("n8n_instance", audit.DefaultInstance)
 		opts.Lookup = a.n8n
 	}
 	if len(cfg.Instances) > 0 {
@@ -57,6 +58,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 			var c *n8n.Client
 			if in.APIURL != "" {
 				c, anyAPI = n8n.New(in.APIURL, in.APIKey, m), true
+				c.Log = log.With("n8n_instance", in.Name)
 			}
 			a.others[in.Name], l.clients[in.Name] = c, c
 		}
@@ -174,7 +176,14 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		if instance != audit.DefaultInstance {
 			lease += audit.InstanceSep + instance
 		}
-		j.leased(ctx, a.store, a.log, a.owner, lease, cfg.N8NPoll, r.Run)
+		j.leased(ctx, a.store, a.log, a.owner, lease, cfg.N8NPoll, func(ctx context.Context) error {
+			// n8n's failures are logged by its client, once per change
+			// of state: the job logs only its own.
+			if err := r.Run(ctx); !n8n.IsAPIFailure(err) {
+				return err
+			}
+			return nil
+		})
 	}
 	reconcile(audit.DefaultInstance, a.n8n)
 	for _, in := range cfg.Instances {

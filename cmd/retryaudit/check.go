@@ -110,7 +110,7 @@ func (c *checker) runDrill(ctx context.Context, cfg config, a *app, base, token 
 	}()
 	if base != "" {
 		c.drill(ctx, &overHTTP{base: strings.TrimRight(base, "/"), token: token,
-			client: &http.Client{Timeout: 20 * time.Second}}, run)
+			client: &http.Client{Timeout: 20 * time.Second, CheckRedirect: n8n.CheckRedirect}}, run)
 		return
 	}
 	n := &drillN8N{retries: map[string]string{}}

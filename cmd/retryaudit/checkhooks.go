@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // hookToken reports where the hook token comes from, and returns it ("" when
@@ -80,7 +81,7 @@ func (c *checker) hookDrill(ctx context.Context, base, apiToken, hookToken strin
 		c.line("drill: hooks", "skipped: no hook token to drill with", nil)
 		return
 	}
-	client := &http.Client{Timeout: 20 * time.Second}
+	client := &http.Client{Timeout: 20 * time.Second, CheckRedirect: n8n.CheckRedirect}
 	post := func(token, path, body string) (int, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
 		if err != nil {

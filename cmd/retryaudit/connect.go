@@ -44,7 +44,13 @@ none. A second run changes nothing and says "nothing to change".`
 // moment").
 const publishSettle = 2 * time.Second
 
-func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) error {
+func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, out io.Writer) (err error) {
+	out = terminal{out}
+	defer func() {
+		if err != nil {
+			err = printable{err}
+		}
+	}()
 	apiURL := fs.String("n8n-url", "", "n8n's public API, such as http://127.0.0.1:5678/api/v1 (default: RETRYAUDIT_N8N_API_URL)")
 	apiKey := fs.String("n8n-api-key", "", "an n8n API key (default: RETRYAUDIT_N8N_API_KEY or its _FILE; a flag shows in ps)")
 	serviceURL := fs.String("service-url", "", "retryaudit's address as n8n reaches it (default: RETRYAUDIT_BASE_URL, else http://RETRYAUDIT_ADDR)")
@@ -185,7 +191,7 @@ func serviceToken(cfg config) (string, error) {
 // answers at the address n8n will call and accepts the token the
 // credential will carry.
 func serviceAnswers(ctx context.Context, base, token string) error {
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: n8n.CheckRedirect}
 	get := func(path string, auth bool) (int, map[string]any, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		if err != nil {
@@ -245,3 +251,23 @@ func serviceKeyScopes(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	return nil
 }
+
+// terminal is connect's output: what n8n says reaches it (names, ids,
+// messages, the drill's answers), so escape sequences and control
+// characters are taken out of every line, whoever wrote it. n8n's own
+// words are also cut to n8n.MaxSaid characters where they are written.
+type terminal struct{ w io.Writer }
+
+func (t terminal) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(t.w, n8n.Strip(string(b), true)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// printable is connect's error as main prints it: n8n's words in it
+// stripped as on the output.
+type printable struct{ err error }
+
+func (p printable) Error() string { return n8n.Strip(p.err.Error(), true) }
+func (p printable) Unwrap() error { return p.err }

@@ -107,6 +107,7 @@ var otherVariables = map[string]string{
 	"RETRYAUDIT_BENCH_EVENTS":          "handlers/bench_test.go",
 	"RETRYAUDIT_OVERVIEW_PNG":          "cmd/retryaudit/browser_overview_test.go",
 	"RETRYAUDIT_CORPUS_SEED":           "n8n/rules/rulestest/corpus.go",
+	"RETRYAUDIT_HOSTILE_N8N_FOR":       "n8n/hostile_test.go",
 }
 
 // notServicePaths are the absolute paths the docs give that are not the

@@ -15,8 +15,9 @@ import (
 const healthcheckUsage = `healthcheck asks the service listening on RETRYAUDIT_ADDR (in the image
 0.0.0.0:8080, asked at 127.0.0.1:8080) for /readyz and exits 0 when it
 answers ready, 1 when it answers anything else or nothing within --timeout.
-It reads no other configuration and touches no database, so that it is cheap
-enough for Docker's HEALTHCHECK and a compose healthcheck:
+It follows no redirect (a 3xx is not ready). It reads no other configuration
+and touches no database, so that it is cheap enough for Docker's HEALTHCHECK
+and a compose healthcheck:
 
   healthcheck: {test: ["CMD", "retryaudit", "healthcheck"], interval: 30s}`
 
@@ -35,7 +36,10 @@ func healthcheck(ctx context.Context, fs *flag.FlagSet, args []string, getenv fu
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// A redirect is an unhealthy answer, never followed: what answers
+	// elsewhere says nothing of this service.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("not ready: %s: %w", url, err)
 	}
