@@ -240,4 +240,3 @@ func dumpRows(t *testing.T, s *server) string {
 	}
 	return b.String()
 }
-
