@@ -42,9 +42,9 @@ func TestConfig(t *testing.T) {
 
 	t.Run("secrets from files", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "token")
-		os.WriteFile(path, []byte("from-a-file\n"), 0o600)
+		os.WriteFile(path, []byte(tok("from-a-file")+"\n"), 0o600)
 		c, err := loadConfig(env(map[string]string{"RETRYAUDIT_TOKEN_FILE": path}))
-		if err != nil || c.Token != "from-a-file" {
+		if err != nil || c.Token != tok("from-a-file") {
 			t.Errorf("token %q, %v", c.Token, err)
 		}
 	})

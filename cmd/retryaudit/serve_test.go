@@ -22,7 +22,7 @@ func freeAddr(t *testing.T) string {
 // TestServe: a request log line per request without the token, metrics on
 // their own listener, and a clean stop.
 func TestServe(t *testing.T) {
-	const token = "s3cr3t-t0ken-never-logged"
+	const token = "s3cr3t-t0ken-never-logged-9f3c1a7e5b2d"
 	metrics := freeAddr(t)
 	svc := startService(t, map[string]string{"RETRYAUDIT_TOKEN": token, "RETRYAUDIT_METRICS_ADDR": metrics})
 	if code, body := svc.api(t, "POST", "/v1/claims", `{"source":"shop","event_id":"o-1","execution_id":"1","workflow_id":"wf1"}`); code != 200 {
