@@ -48,6 +48,10 @@ type Config struct {
 	// past it the answer is 503, better than n8n waiting for its own
 	// timeout.
 	APITimeout time.Duration
+	// Guesses bounds the wrong tokens per client address
+	// (DefaultGuessLimit when zero); the address is read through
+	// UI.TrustedProxies.
+	Guesses GuessLimit
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
@@ -72,6 +76,7 @@ type Handler struct {
 	// hookTokens open POST /v1/n8n/executions only.
 	hookTokens []instanceToken
 	hookCalls  hookCalls
+	guard      *tokenGuard
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -94,7 +99,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger,
 		signIn: newSignIn(cfg.UI, cfg.Logger, cfg.Now), csrf: http.NewCrossOriginProtection(),
-		bodies: semaphore.NewWeighted(cfg.BodyBudget)}
+		bodies: semaphore.NewWeighted(cfg.BodyBudget),
+		guard:  newTokenGuard(cfg.Guesses, cfg.UI.TrustedProxies, cfg.Logger, cfg.Now)}
 	for _, o := range cfg.UI.TrustedOrigins {
 		if err := h.csrf.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("handlers: trusted origin %q: %w", o, err)

@@ -54,18 +54,28 @@ func tokenOf(c *gin.Context, tokens []instanceToken) string {
 }
 
 // hookBearer lets a hook call through only with an instance's hook token.
+// Wrong tokens count against the address's GuessLimit, as on /v1.
 func (h *Handler) hookBearer(c *gin.Context) {
+	addr, refused := h.refuseGuesser(c)
+	if refused {
+		return
+	}
 	instance := tokenOf(c, h.hookTokens)
 	if instance == "" {
 		msg := "send the service's hook token (RETRYAUDIT_HOOK_TOKEN, kept in DATA_DIR/hook-token) as Authorization: Bearer <token>"
 		if tokenOf(c, h.tokens) != "" {
 			msg = "this is the API token, which workflows send; n8n's execution hooks send the hook token " +
 				"(RETRYAUDIT_HOOK_TOKEN, kept in DATA_DIR/hook-token) from n8n's environment"
+			h.guard.right(addr)
+		} else {
+			h.guard.wrong(addr, c.FullPath())
+			c.Set(logQuiet, true)
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="retryaudit hooks"`)
 		h.apiError(c, http.StatusUnauthorized, "unauthorized", msg, nil)
 		return
 	}
+	h.guard.right(addr)
 	c.Set(ctxInstance, instance)
 	c.Next()
 }
