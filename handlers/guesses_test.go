@@ -16,42 +16,6 @@ import (
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
-// fakeClock is a clock a test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// lockedBuffer collects log lines from the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // from sends a request as if from addr, through the trusted proxy
 // (127.0.0.1) that the test server is configured with.
 func (s *server) from(t *testing.T, addr, auth, method, path string, body any) (int, http.Header) {
@@ -89,8 +53,8 @@ func bodyString(t *testing.T, body any) string {
 // guess; and the log has a few lines per address, not one per guess.
 func TestWrongTokensAreThrottled(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		clock := &fakeClock{t: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)}
-		logs := &lockedBuffer{}
+		clock := audittest.NewClock(time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+		logs := &syncBuffer{}
 		s := newServer(t, dialect, withHookToken, func(c *handlers.Config, _ *store.Options) {
 			c.Now = clock.Now
 			c.Logger = slog.New(slog.NewTextHandler(logs, nil))
