@@ -330,6 +330,9 @@ func (e *envReader) logLevel(name string) slog.Level {
 	return l
 }
 
+// minHashCost is the lowest bcrypt cost RETRYAUDIT_UI_USERS may hold.
+const minHashCost = 10
+
 // users reads name:bcrypt-hash pairs separated by commas.
 func (e *envReader) users(name string) map[string][]byte {
 	v := e.secret(name)
@@ -343,8 +346,17 @@ func (e *envReader) users(name string) map[string][]byte {
 			e.fail(name, "each entry must be name:bcrypt-hash")
 			continue
 		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
 			e.fail(name, "the hash of %q is not a bcrypt hash (make one with: htpasswd -nbBC 10 %s PASSWORD)", user, user)
+			continue
+		}
+		if cost < minHashCost {
+			// A cheap hash is cracked fast if it leaks, and its refusals
+			// would take less time than the others' (though the pages
+			// even them out).
+			e.fail(name, "the hash of %q has bcrypt cost %d, under %d (htpasswd -B makes cost 5 unless told): "+
+				"make one with: htpasswd -nbBC 10 %s PASSWORD", user, cost, minHashCost, user)
 			continue
 		}
 		users[user] = []byte(hash)
