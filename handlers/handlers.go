@@ -48,6 +48,11 @@ type Config struct {
 	// past it the answer is 503, better than n8n waiting for its own
 	// timeout.
 	APITimeout time.Duration
+	// HookConcurrency bounds the hook calls written at once (default 1 on
+	// SQLite, whose one writer they would queue claims behind, and 4 on
+	// PostgreSQL, a fifth of the default pool): a flood of hook calls
+	// cannot take the database from claims.
+	HookConcurrency int
 	// Guesses bounds the wrong tokens per client address
 	// (DefaultGuessLimit when zero); the address is read through
 	// UI.TrustedProxies.
@@ -77,6 +82,7 @@ type Handler struct {
 	hookTokens []instanceToken
 	hookCalls  hookCalls
 	guard      *tokenGuard
+	hookSlots  chan struct{}
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -106,6 +112,14 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("handlers: trusted origin %q: %w", o, err)
 		}
 	}
+	if cfg.HookConcurrency <= 0 {
+		cfg.HookConcurrency = 4
+		if cfg.Store != nil && cfg.Store.Dialect() == "sqlite" {
+			cfg.HookConcurrency = 1
+		}
+		h.cfg.HookConcurrency = cfg.HookConcurrency
+	}
+	h.hookSlots = make(chan struct{}, cfg.HookConcurrency)
 	var err error
 	if h.tokens, err = instanceTokens(cfg); err != nil {
 		return nil, err

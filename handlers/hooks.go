@@ -106,7 +106,12 @@ func (h *Handler) n8nExecutions(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	release, ok := h.hookSlot(c)
+	if !ok {
+		return
+	}
 	res, err := h.store.RecordHookReports(c.Request.Context(), reports)
+	release()
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -125,6 +130,30 @@ func (h *Handler) n8nExecutions(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusAccepted, gin.H{"results": out})
+}
+
+// hookWait is how long a hook call waits for one of the intake's slots
+// before it is answered busy: n8n's hooks keep their reports and send them
+// again after Retry-After.
+const hookWait = time.Second
+
+// hookSlot takes one of the slots of hook intake (Config.HookConcurrency),
+// so that a flood of hook calls holds at most that many of the database's
+// writes and connections and claims keep theirs; past hookWait, the call is
+// answered 503 busy with Retry-After and ok is false.
+func (h *Handler) hookSlot(c *gin.Context) (release func(), ok bool) {
+	t := time.NewTimer(hookWait)
+	defer t.Stop()
+	select {
+	case h.hookSlots <- struct{}{}:
+		return func() { <-h.hookSlots }, true
+	case <-t.C:
+	case <-c.Request.Context().Done():
+	}
+	c.Header("Retry-After", "1")
+	h.apiError(c, http.StatusServiceUnavailable, "busy", "hook intake is busy (other hook calls hold its "+
+		"slots); nothing was recorded, send the reports again", nil)
+	return nil, false
 }
 
 // hookReports reads the reports of a hook call; every field of the wrong
