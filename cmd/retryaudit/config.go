@@ -61,6 +61,8 @@ type config struct {
 
 	MaxErrorBody     int64
 	BodyBudget       int64
+	MaxConns         int // connections open at once (RETRYAUDIT_MAX_CONNS)
+	MaxIdleConns     int // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
 	DBMaxConns       int
 	DBLockTimeout    time.Duration
 	APITimeout       time.Duration // the longest a /v1 request may take
@@ -205,6 +207,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
+	c.MaxConns = e.integer("RETRYAUDIT_MAX_CONNS", 2048, 16, 1<<20)
+	c.MaxIdleConns = e.integer("RETRYAUDIT_MAX_IDLE_CONNS", min(256, c.MaxConns), 1, 1<<20)
+	if c.MaxIdleConns > c.MaxConns {
+		e.fail("RETRYAUDIT_MAX_IDLE_CONNS", "is over RETRYAUDIT_MAX_CONNS (%d): idle connections are open ones", c.MaxConns)
+	}
 	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", store.DefaultLockTimeout)
 	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
@@ -311,6 +318,11 @@ func (e *envReader) integer(name string, def, lo, hi int) int {
 		return def
 	}
 	return n
+}
+
+// connLimits are the caps of the main listener's connections.
+func (c config) connLimits() connLimits {
+	return connLimits{Open: c.MaxConns, Idle: c.MaxIdleConns}
 }
 
 // origin returns the scheme://host of a URL.
