@@ -48,6 +48,9 @@ type Config struct {
 	// past it the answer is 503, better than n8n waiting for its own
 	// timeout.
 	APITimeout time.Duration
+	// WriteProbe is how often ProbeWrites writes a row to learn whether
+	// the database takes writes (default 5 s).
+	WriteProbe time.Duration
 	// HookConcurrency bounds the hook calls written at once (default 1 on
 	// SQLite, whose one writer they would queue claims behind, and 4 on
 	// PostgreSQL, a fifth of the default pool): a flood of hook calls
@@ -83,6 +86,7 @@ type Handler struct {
 	hookCalls  hookCalls
 	guard      *tokenGuard
 	hookSlots  chan struct{}
+	health     dbHealth
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -120,6 +124,7 @@ func New(cfg Config) (*Handler, error) {
 		h.cfg.HookConcurrency = cfg.HookConcurrency
 	}
 	h.hookSlots = make(chan struct{}, cfg.HookConcurrency)
+	h.health.probeNow = make(chan struct{}, 1)
 	var err error
 	if h.tokens, err = instanceTokens(cfg); err != nil {
 		return nil, err
@@ -192,7 +197,8 @@ func (h *Handler) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz answers 200 when the database answers and its schema is current.
+// readyz answers 200 when the database answers, its schema is current and
+// its writes succeed (the write probe's last word: see ProbeWrites).
 func (h *Handler) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
@@ -205,6 +211,13 @@ func (h *Handler) readyz(c *gin.Context) {
 	if err != nil || !current {
 		c.Header("Retry-After", "5")
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "schema is not current: run retryaudit migrate"})
+		return
+	}
+	if h.writesFailing() != "" {
+		// The error is in the log; this endpoint needs no credentials.
+		c.Header("Retry-After", "5")
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable",
+			"reason": "database writes fail: ready again when one succeeds (the log says why)"})
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "database": h.store.Dialect()})

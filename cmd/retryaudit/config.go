@@ -61,8 +61,9 @@ type config struct {
 
 	MaxErrorBody     int64
 	BodyBudget       int64
-	MaxConns         int // connections open at once (RETRYAUDIT_MAX_CONNS)
-	MaxIdleConns     int // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
+	WriteProbe       time.Duration // how often /readyz's write probe writes
+	MaxConns         int           // connections open at once (RETRYAUDIT_MAX_CONNS)
+	MaxIdleConns     int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
 	DBMaxConns       int
 	DBLockTimeout    time.Duration
 	APITimeout       time.Duration // the longest a /v1 request may take
@@ -215,6 +216,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", store.DefaultLockTimeout)
 	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
+	c.WriteProbe = e.duration("RETRYAUDIT_WRITE_PROBE", 5*time.Second)
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
 	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", store.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)

@@ -65,7 +65,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
-		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
+		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget, WriteProbe: cfg.WriteProbe,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})
 	if err != nil {
@@ -77,6 +77,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		ln.Close()
 		return err
 	}
+	jobs.run(jobs.ctx, func(ctx context.Context) error { h.ProbeWrites(ctx); return nil })
 	srv := newServer(h.Engine(), newConnTracker(cfg.connLimits(), log))
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
