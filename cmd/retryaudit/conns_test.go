@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -34,6 +35,24 @@ func idleConn(t *testing.T, addr string) net.Conn {
 	return c
 }
 
+// lockedLog is a log the server's goroutines write while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestIdleConnectionsAreCapped: one client opening thousands of keep-alive
 // connections and leaving them idle holds at most the caps' worth of the
 // server's goroutines and memory (before, every one was kept until its idle
@@ -41,7 +60,7 @@ func idleConn(t *testing.T, addr string) net.Conn {
 func TestIdleConnectionsAreCapped(t *testing.T) {
 	const conns = 3000
 	limits := connLimits{Open: 256, Idle: 64}
-	logs := &strings.Builder{}
+	logs := &lockedLog{}
 	tracker := newConnTracker(limits, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"status":"ok"}`)
