@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -43,10 +42,6 @@ type UIConfig struct {
 // ctxUser is the context key of the signed-in person's name.
 const ctxUser = "retryaudit.user"
 
-// dummyHash keeps the time of a sign-in with an unknown name the same as
-// with a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("retryaudit"), bcrypt.DefaultCost)
-
 // verdict is the outcome of a sign-in.
 type verdict int
 
@@ -71,13 +66,16 @@ type signIn struct {
 	// checks holds a slot per bcrypt comparison running; waiting holds a
 	// slot per request queued for one. Both full: answer busy at once.
 	checks, waiting chan struct{}
+	// even makes every password check cost the same bcrypt work, whatever
+	// the name and its hash's cost (see evenWork).
+	even evenWork
 }
 
 func newSignIn(cfg UIConfig, log *slog.Logger, now func() time.Time) *signIn {
 	if cfg.BcryptWorkers <= 0 {
 		cfg.BcryptWorkers = max(1, runtime.GOMAXPROCS(0)/2)
 	}
-	return &signIn{cfg: cfg, log: log, now: now, ok: map[[32]byte]bool{},
+	return &signIn{cfg: cfg, log: log, now: now, ok: map[[32]byte]bool{}, even: newEvenWork(cfg.Users),
 		byAddr: newLimiterSet("address", cfg.Limits.PerAddress.or(DefaultSignInLimits.PerAddress), log),
 		byUser: newLimiterSet("user", cfg.Limits.PerUser.or(DefaultSignInLimits.PerUser), log),
 		byAll:  newLimiterSet("scope", cfg.Limits.Everyone.or(DefaultSignInLimits.Everyone), log),
@@ -171,12 +169,7 @@ func (s *signIn) check(r *http.Request, name, pass string) (good, ran bool) {
 		return false, false
 	}
 	defer func() { <-s.checks }()
-	hash, exists := s.cfg.Users[name]
-	if !exists {
-		bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
-		return false, true
-	}
-	return bcrypt.CompareHashAndPassword(hash, []byte(pass)) == nil, true
+	return s.even.compare(s.cfg.Users[name], pass), true
 }
 
 // requireUser is the pages' middleware: security headers on every answer,

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -77,14 +78,27 @@ func (h *Handler) fail(c *gin.Context, err error) {
 	case code == http.StatusServiceUnavailable:
 		c.Header("Retry-After", "5")
 		d.Message = "the database is unavailable; nothing was recorded, try again"
-		h.log.Warn("database unavailable", "route", c.FullPath(), "err", err)
+		h.logDBFailure(c, slog.LevelWarn, "database unavailable", err)
 	case code == http.StatusInternalServerError:
 		d.Message = "internal error; nothing was recorded"
-		h.log.Error("internal error", "route", c.FullPath(), "err", err)
+		h.logDBFailure(c, slog.LevelError, "internal error", err)
 	default:
 		d.Message, d.Fields, d.Status, d.Holder = e.Message, e.Fields, string(e.Status), e.Holder
 	}
 	c.AbortWithStatusJSON(code, apiErrorBody{Error: d})
+}
+
+// logDBFailure logs a request the database failed: the first of an
+// outage at level, with the error, and the rest at debug until the write
+// probe succeeds again (which logs the outage's end), so that an outage is
+// a few lines, not one per request.
+func (h *Handler) logDBFailure(c *gin.Context, level slog.Level, msg string, err error) {
+	if h.dbFailed(err) {
+		h.log.Log(c.Request.Context(), level, msg+" (further failures are logged at debug until a write succeeds)",
+			"route", c.FullPath(), "err", err)
+		return
+	}
+	h.log.Debug(msg, "route", c.FullPath(), "err", err)
 }
 
 func (h *Handler) apiError(c *gin.Context, code int, name, message string, fields map[string]string) {

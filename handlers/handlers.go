@@ -48,6 +48,18 @@ type Config struct {
 	// past it the answer is 503, better than n8n waiting for its own
 	// timeout.
 	APITimeout time.Duration
+	// WriteProbe is how often ProbeWrites writes a row to learn whether
+	// the database takes writes (default 5 s).
+	WriteProbe time.Duration
+	// HookConcurrency bounds the hook calls written at once (default 1 on
+	// SQLite, whose one writer they would queue claims behind, and 4 on
+	// PostgreSQL, a fifth of the default pool): a flood of hook calls
+	// cannot take the database from claims.
+	HookConcurrency int
+	// Guesses bounds the wrong tokens per client address
+	// (DefaultGuessLimit when zero); the address is read through
+	// UI.TrustedProxies.
+	Guesses GuessLimit
 	// ServeMetrics exposes /metrics on this router (when no separate
 	// metrics listener is configured).
 	ServeMetrics bool
@@ -72,6 +84,9 @@ type Handler struct {
 	// hookTokens open POST /v1/n8n/executions only.
 	hookTokens []instanceToken
 	hookCalls  hookCalls
+	guard      *tokenGuard
+	hookSlots  chan struct{}
+	health     dbHealth
 }
 
 // New checks the configuration and prepares what can fail (templates),
@@ -94,12 +109,22 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, store: cfg.Store, links: cfg.Links, log: cfg.Logger,
 		signIn: newSignIn(cfg.UI, cfg.Logger, cfg.Now), csrf: http.NewCrossOriginProtection(),
-		bodies: semaphore.NewWeighted(cfg.BodyBudget)}
+		bodies: semaphore.NewWeighted(cfg.BodyBudget),
+		guard:  newTokenGuard(cfg.Guesses, cfg.UI.TrustedProxies, cfg.Logger, cfg.Now)}
 	for _, o := range cfg.UI.TrustedOrigins {
 		if err := h.csrf.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("handlers: trusted origin %q: %w", o, err)
 		}
 	}
+	if cfg.HookConcurrency <= 0 {
+		cfg.HookConcurrency = 4
+		if cfg.Store != nil && cfg.Store.Dialect() == "sqlite" {
+			cfg.HookConcurrency = 1
+		}
+		h.cfg.HookConcurrency = cfg.HookConcurrency
+	}
+	h.hookSlots = make(chan struct{}, cfg.HookConcurrency)
+	h.health.probeNow = make(chan struct{}, 1)
 	var err error
 	if h.tokens, err = instanceTokens(cfg); err != nil {
 		return nil, err
@@ -172,7 +197,8 @@ func (h *Handler) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
-// readyz answers 200 when the database answers and its schema is current.
+// readyz answers 200 when the database answers, its schema is current and
+// its writes succeed (the write probe's last word: see ProbeWrites).
 func (h *Handler) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
@@ -185,6 +211,13 @@ func (h *Handler) readyz(c *gin.Context) {
 	if err != nil || !current {
 		c.Header("Retry-After", "5")
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": "schema is not current: run retryaudit migrate"})
+		return
+	}
+	if h.writesFailing() != "" {
+		// The error is in the log; this endpoint needs no credentials.
+		c.Header("Retry-After", "5")
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable",
+			"reason": "database writes fail: ready again when one succeeds (the log says why)"})
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "database": h.store.Dialect()})

@@ -54,18 +54,28 @@ func tokenOf(c *gin.Context, tokens []instanceToken) string {
 }
 
 // hookBearer lets a hook call through only with an instance's hook token.
+// Wrong tokens count against the address's GuessLimit, as on /v1.
 func (h *Handler) hookBearer(c *gin.Context) {
+	addr, refused := h.refuseGuesser(c)
+	if refused {
+		return
+	}
 	instance := tokenOf(c, h.hookTokens)
 	if instance == "" {
 		msg := "send the service's hook token (RETRYAUDIT_HOOK_TOKEN, kept in DATA_DIR/hook-token) as Authorization: Bearer <token>"
 		if tokenOf(c, h.tokens) != "" {
 			msg = "this is the API token, which workflows send; n8n's execution hooks send the hook token " +
 				"(RETRYAUDIT_HOOK_TOKEN, kept in DATA_DIR/hook-token) from n8n's environment"
+			h.guard.right(addr)
+		} else {
+			h.guard.wrong(addr, c.FullPath())
+			c.Set(logQuiet, true)
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="retryaudit hooks"`)
 		h.apiError(c, http.StatusUnauthorized, "unauthorized", msg, nil)
 		return
 	}
+	h.guard.right(addr)
 	c.Set(ctxInstance, instance)
 	c.Next()
 }
@@ -96,7 +106,12 @@ func (h *Handler) n8nExecutions(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	release, ok := h.hookSlot(c)
+	if !ok {
+		return
+	}
 	res, err := h.store.RecordHookReports(c.Request.Context(), reports)
+	release()
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -115,6 +130,30 @@ func (h *Handler) n8nExecutions(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusAccepted, gin.H{"results": out})
+}
+
+// hookWait is how long a hook call waits for one of the intake's slots
+// before it is answered busy: n8n's hooks keep their reports and send them
+// again after Retry-After.
+const hookWait = time.Second
+
+// hookSlot takes one of the slots of hook intake (Config.HookConcurrency),
+// so that a flood of hook calls holds at most that many of the database's
+// writes and connections and claims keep theirs; past hookWait, the call is
+// answered 503 busy with Retry-After and ok is false.
+func (h *Handler) hookSlot(c *gin.Context) (release func(), ok bool) {
+	t := time.NewTimer(hookWait)
+	defer t.Stop()
+	select {
+	case h.hookSlots <- struct{}{}:
+		return func() { <-h.hookSlots }, true
+	case <-t.C:
+	case <-c.Request.Context().Done():
+	}
+	c.Header("Retry-After", "1")
+	h.apiError(c, http.StatusServiceUnavailable, "busy", "hook intake is busy (other hook calls hold its "+
+		"slots); nothing was recorded, send the reports again", nil)
+	return nil, false
 }
 
 // hookReports reads the reports of a hook call; every field of the wrong

@@ -30,6 +30,9 @@ func (h *Handler) observe(c *gin.Context) {
 	if h.cfg.Metrics != nil {
 		h.cfg.Metrics.HTTP.WithLabelValues(route, c.Request.Method, strconv.Itoa(status)).Observe(took.Seconds())
 	}
+	if c.GetBool(logQuiet) {
+		return // a wrong token: the guard logs a summary per address
+	}
 	level := slog.LevelInfo
 	if route == "/healthz" || route == "/readyz" || route == "/metrics" || strings.HasPrefix(route, "/static/") {
 		level = slog.LevelDebug
@@ -66,7 +69,15 @@ func (h *Handler) recover(c *gin.Context) {
 // token of an n8n instance, and remembers the instance. Both sides are
 // hashed first and every token is compared, so the comparison takes the
 // same time whatever was sent and whichever token it matches.
+//
+// Wrong tokens are counted per client address (GuessLimit); an address
+// past its limit is answered 429 before any token is compared. A token of
+// the service's on the wrong route (the hook token here) is no guess.
 func (h *Handler) bearer(c *gin.Context) {
+	addr, refused := h.refuseGuesser(c)
+	if refused {
+		return
+	}
 	scheme, cred, ok := strings.Cut(c.GetHeader("Authorization"), " ")
 	got := sha256.Sum256([]byte(strings.TrimSpace(cred)))
 	instance := ""
@@ -79,11 +90,16 @@ func (h *Handler) bearer(c *gin.Context) {
 		msg := "send the service's token as Authorization: Bearer <token>"
 		if ok && tokenOf(c, h.hookTokens) != "" {
 			msg = "this is the hook token, which opens only POST /v1/n8n/executions; workflows send the API token"
+			h.guard.right(addr)
+		} else {
+			h.guard.wrong(addr, c.FullPath())
+			c.Set(logQuiet, true)
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="retryaudit"`)
 		h.apiError(c, http.StatusUnauthorized, "unauthorized", msg, nil)
 		return
 	}
+	h.guard.right(addr)
 	c.Set(ctxInstance, instance)
 	c.Next()
 }

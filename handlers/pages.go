@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -146,10 +147,10 @@ func (h *Handler) pageFail(c *gin.Context, err error) {
 		h.pageError(c, code, "Invalid request", strings.TrimPrefix(err.Error(), "audit: "))
 	case http.StatusServiceUnavailable:
 		c.Header("Retry-After", "5")
-		h.log.Warn("database unavailable", "route", c.FullPath(), "err", err)
+		h.logDBFailure(c, slog.LevelWarn, "database unavailable", err)
 		h.pageError(c, code, "Database unavailable", "The database does not answer. Nothing was changed; try again in a moment.")
 	default:
-		h.log.Error("internal error", "route", c.FullPath(), "err", err)
+		h.logDBFailure(c, slog.LevelError, "internal error", err)
 		h.pageError(c, http.StatusInternalServerError, "Internal error", "Something went wrong; nothing was changed.")
 	}
 }

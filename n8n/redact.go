@@ -314,7 +314,10 @@ func itoa(n int) string {
 // they grow: the store then passes what it kept before through the new rules
 // once (audit.Store.RedactStored). Version 4 is the structural pass with
 // gitleaks' rule set; the version of gitleaks' module is part of it.
-const RedactionVersion = "4+gitleaks-" + rules.GitleaksVersion
+// Version 5 reads past error class names ("NodeApiError: X-Auth-Token: …"),
+// values on the next line, braced and multipart values, and URL-encoded
+// text.
+const RedactionVersion = "5+gitleaks-" + rules.GitleaksVersion
 
 // Redactor is the audit.Redactor that applies this package's rules: the
 // store passes every text from n8n that it keeps through it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/n8n"
+	"github.com/retryaudit/retryaudit/n8n/n8ntest"
 )
 
 // payloadDir holds the bodies captured from a real n8n 2.41.1.
@@ -369,6 +370,9 @@ func FuzzRedactText(f *testing.F) {
 		if sh.text != nil {
 			f.Add(sh.text(sh.secret))
 		}
+	}
+	for _, sh := range n8ntest.CredentialShapes() {
+		f.Add(sh.Text)
 	}
 	for _, s := range []string{"Authorization: Bearer abc", "https://u:p@h/", "a=1&password=x", `{\"token\": \"x\"}`,
 		"Cookie: a=b", "Basic dXNlcjpwYXNz", "token ABCDEFGHIJKLMNOPQRSTUVWXYZ012345", "eyJa.eyJb.c"} {

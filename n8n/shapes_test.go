@@ -84,6 +84,20 @@ func TestStructuralKeepsWhatIsNoSecret(t *testing.T) {
 		"the key was rotated; token expired":                           "the key was rotated; token expired",
 		"HttpRequestV3.node.ts:892:16":                                 "HttpRequestV3.node.ts:892:16",
 		"primaryKey=id, monkey=george":                                 "primaryKey=[redacted], monkey=george",
+		// An error class before a header line shields nothing and is kept.
+		"NodeApiError: X-Auth-Token: Q9mZ+x2/abcdEF12":        "NodeApiError: X-Auth-Token: [redacted]",
+		"NodeApiError: The service was not able to process":   "NodeApiError: The service was not able to process",
+		"CredentialAccessError: Authorization: Token t0k3n55": "CredentialAccessError: Authorization: Token [redacted]",
+		// Values on the next line; mappings and lists under a name stay.
+		"password:\n  s3cr3t\nuser: crm":        "password:\n  [redacted]\nuser: crm",
+		"auth:\n  user: crm\n  pass: pw1":       "auth:\n  user: crm\n  pass: [redacted]",
+		"workflow:\n  name: Orders":             "workflow:\n  name: Orders",
+		"token: |-\n  abc1\n  def2\nregion: eu": "token: |-\n  [redacted]\nregion: eu",
+		"password:\nnext paragraph":             "password:\nnext paragraph",
+		// URL-encoded text: what the decoded text hides, in its escapes.
+		"p=%7B%22password%22%3A%22pw%2F1%22%7D": "p=%7B%22password%22%3A%22[redacted]%22%7D",
+		"GET /search?q=hello%20world&page=2":    "GET /search?q=hello%20world&page=2",
+		"DRIVER={ODBC Driver 18};PWD={p;w}1;":   "DRIVER={ODBC Driver 18};PWD={[redacted]}1;",
 	} {
 		if got := n8n.RedactText(in); got != want {
 			t.Errorf("RedactText(%q)\n  = %q\n want %q", in, got, want)

@@ -18,17 +18,30 @@ type span struct{ start, end int }
 // the password of a URL's or a DSN's userinfo with or without a scheme
 // (//crm:pw@proxy, app:pw@tcp(db)), curl's -u user:password, credentials
 // after an authorization scheme (Bearer, Basic, Token), private key blocks,
-// Slack webhook paths, and long generated-looking runs.
+// Slack webhook paths, long generated-looking runs, values on the line after
+// their name (YAML, folded headers, multipart fields), and all of these in
+// URL-encoded text.
 func structuralSpans(s string) []span {
+	return structural(s, percentDepth)
+}
+
+// percentDepth is how many times URL-encoded text is decoded, at most, in
+// search of credentials: a JSON document in a form field is encoded once,
+// a form in a redirect's query twice.
+const percentDepth = 3
+
+func structural(s string, depth int) []span {
 	var spans []span
 	spans = pairSpans(s, spans)
+	spans = multipartSpans(s, spans)
 	spans = userinfoSpans(s, spans)
 	spans = curlUserSpans(s, spans)
 	spans = schemeSpans(s, spans)
 	spans = privateKeySpans(s, spans)
 	spans = slackHookSpans(s, spans)
 	spans = jwtSpans(s, spans)
-	return entropySpans(s, spans)
+	spans = entropySpans(s, spans)
+	return percentSpans(s, spans, depth)
 }
 
 // jwtSpans hides JSON Web Tokens, signed or not, whatever their length:
@@ -90,8 +103,16 @@ func pairSpans(s string, spans []span) []span {
 			i = j
 			continue
 		}
-		sensitive := SensitiveName(s[i:j])
-		if !sensitive && !weakName(s[i:j]) {
+		name := s[i:j]
+		if errorClass(name) {
+			// "NodeApiError: X-Auth-Token: …": the class of what was
+			// thrown names no credential, and must not take the header's
+			// name as its value and so shield the header's.
+			i = j
+			continue
+		}
+		sensitive := SensitiveName(name)
+		if !sensitive && !weakName(name) {
 			i = j
 			continue
 		}
@@ -104,7 +125,14 @@ func pairSpans(s string, spans []span) []span {
 			i = j
 			continue
 		}
-		if start, end := pairValue(s, k, s[i:j]); start < end && (sensitive && !weak || tokenLike(s[start:end])) {
+		start, end := pairValue(s, k, name, i)
+		if start < end && nextName(s[start:end]) {
+			// "token: X-Auth-Token: …": what follows is another name
+			// and its value, read as such.
+			i = start
+			continue
+		}
+		if start < end && (sensitive && !weak || tokenLike(s[start:end])) {
 			spans = append(spans, span{start, end})
 			i = end
 			continue
@@ -112,6 +140,34 @@ func pairSpans(s string, spans []span) []span {
 		i = j
 	}
 	return spans
+}
+
+// errorClass reports the name of an error class, as a stack or a message
+// starts with it: NodeApiError, CredentialAccessError, n8n.WorkflowOperationError,
+// TypeError. Its words (api, credential, authorization) name no credential.
+func errorClass(name string) bool {
+	if dot := strings.LastIndexByte(name, '.'); dot >= 0 {
+		name = name[dot+1:]
+	}
+	if name == "" || name[0] < 'A' || name[0] > 'Z' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameStart(name[i]) && (name[i] < '0' || name[i] > '9') {
+			return false
+		}
+	}
+	return strings.HasSuffix(name, "Error") || strings.HasSuffix(name, "Exception")
+}
+
+// nextName reports a value that is rather the next name and its colon: a
+// credential's name or a header's ("X-Auth-Token:", "Accept:").
+func nextName(v string) bool {
+	n, ok := strings.CutSuffix(v, ":")
+	if !ok || !headerName.MatchString(n) {
+		return false
+	}
+	return SensitiveName(n) || weakName(n) || harmlessHeaders[strings.ToLower(n)]
 }
 
 // weakName reports a name that holds credentials only sometimes (api,
@@ -169,9 +225,12 @@ func tokenLike(v string) bool {
 // Cookie). An authorization scheme word (Bearer, ApiKey, GenieKey) stays
 // readable before it. A JSON object or array, null, a boolean and what was
 // already hidden are no value.
-func pairValue(s string, k int, name string) (int, int) {
+func pairValue(s string, k int, name string, nameAt int) (int, int) {
 	for k < len(s) && (s[k] == ' ' || s[k] == '\t') {
 		k++
+	}
+	if start, end, ok := nextLineValue(s, k, nameAt); ok {
+		return checkedValue(s, k, name, start, end)
 	}
 	q := k
 	for q < len(s) && s[q] == '\\' {
@@ -180,17 +239,16 @@ func pairValue(s string, k int, name string) (int, int) {
 	var start, end int
 	switch {
 	case q < len(s) && (s[q] == '"' || s[q] == '\'' || s[q] == '`'):
-		quote := s[q]
-		start = q + 1
-		end = start
-		for end < len(s) && s[end] != quote {
-			end++
-		}
-		for end > start && s[end-1] == '\\' {
-			end-- // the closing quote's escapes
-		}
+		start, end = quotedValue(s, q)
 	case q > k:
 		return k, k // a backslash that escapes no quote: no value here
+	case k < len(s) && s[k] == '{':
+		// ODBC's PWD={p;w}: braces around a value that may hold the
+		// delimiters; a JSON object is no value.
+		start, end = bracedValue(s, k)
+		if start == end {
+			return k, k
+		}
 	default:
 		start, end = k, k
 		stops := "&,;\"'<>\\}])` \t\r\n"
@@ -201,6 +259,29 @@ func pairValue(s string, k int, name string) (int, int) {
 			end++
 		}
 	}
+	return checkedValue(s, k, name, start, end)
+}
+
+// quotedValue is the content of the string whose (possibly escaped) opening
+// quote is at q.
+func quotedValue(s string, q int) (int, int) {
+	quote := s[q]
+	start := q + 1
+	end := start
+	for end < len(s) && s[end] != quote {
+		end++
+	}
+	for end > start && s[end-1] == '\\' {
+		end-- // the closing quote's escapes
+	}
+	return start, end
+}
+
+// checkedValue returns the value s[start:end] found after the separator at
+// k, or (k, k) when it is none: empty, null, a boolean, what was hidden
+// already, a JSON object or array. The scheme word of an authorization
+// stays readable before its credential.
+func checkedValue(s string, k int, name string, start, end int) (int, int) {
 	core := s[start:end]
 	switch {
 	case core == "", core == "null", core == "true", core == "false", strings.HasPrefix(core, Redacted),
@@ -392,7 +473,7 @@ func privateKeySpans(s string, spans []span) []span {
 		}
 		label := s[at+11 : at+11+head]
 		i = at + 11 + head + 5
-		if !strings.HasSuffix(label, "PRIVATE KEY") || len(label) > 40 {
+		if !strings.Contains(label, "PRIVATE KEY") || len(label) > 40 { // PGP's ends in BLOCK
 			continue
 		}
 		end := len(s)

@@ -41,16 +41,19 @@ func (w *Worker) attempt(ctx, actx context.Context, row audit.OutboxRow) result 
 	p, err := w.plan(actx, row, a)
 	switch {
 	case err != nil:
+		w.databaseFailed("plan a message", err)
 		return ended(w.failed(row, true, err))
 	case p.skip != "":
 		return ended(audit.Attempt{State: audit.OutboxSkipped, LastError: p.skip})
 	}
 	if p.msg.Metadata, err = w.metadata(actx, row); err != nil {
+		w.databaseFailed("read the origin's mark", err)
 		return ended(w.failed(row, true, err))
 	}
 	channel := cmp.Or(p.msg.Channel, w.Notifier.Channel())
 	if r, wait, err := w.waitSlot(ctx, actx, channel); err != nil || wait {
 		if err != nil {
+			w.databaseFailed("take the channel's send slot", err)
 			return ended(w.failed(row, true, err))
 		}
 		return r
@@ -59,8 +62,12 @@ func (w *Worker) attempt(ctx, actx context.Context, row audit.OutboxRow) result 
 		posted, found, err := w.find(actx, row, channel, p.msg)
 		switch {
 		case err != nil:
+			if RetryAfter(err) <= 0 {
+				w.slackFailed(row.ID, err)
+			}
 			return ended(w.failed(row, true, err))
 		case found:
+			w.slackAnswered()
 			return ended(w.sent(row, p, posted))
 		}
 	}
@@ -81,8 +88,12 @@ func (w *Worker) attempt(ctx, actx context.Context, row audit.OutboxRow) result 
 	}
 	if err != nil {
 		w.pause(actx, channel, err)
+		if retry && RetryAfter(err) <= 0 {
+			w.slackFailed(row.ID, err) // a rate limit is pacing, not an outage
+		}
 		return ended(w.failed(row, retry, err))
 	}
+	w.slackAnswered()
 	return ended(w.sent(row, p, posted))
 }
 

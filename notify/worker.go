@@ -56,8 +56,9 @@ type Worker struct {
 // Once remembers keys seen, for the workers of one instance: a warning that
 // every row would repeat is logged once.
 type Once struct {
-	mu   sync.Mutex
-	seen map[string]bool
+	mu      sync.Mutex
+	seen    map[string]bool
+	outages map[string]*outageState // see Down and Up
 }
 
 // First reports whether key is seen for the first time.
@@ -106,13 +107,16 @@ func (w *Worker) defaults() {
 func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
 	if _, err := w.Resend(ctx); err != nil && ctx.Err() == nil {
-		w.Log.Warn("outbox: cannot check whether the Slack configuration changed", "err", err)
+		w.databaseFailed("check whether the Slack configuration changed", err)
 	}
 	t := time.NewTicker(w.Poll)
 	defer t.Stop()
 	for {
-		if _, err := w.Drain(ctx); err != nil && ctx.Err() == nil {
-			w.Log.Warn("outbox: cannot read the outbox", "err", err)
+		switch _, err := w.Drain(ctx); {
+		case err != nil && ctx.Err() == nil:
+			w.databaseFailed("read the outbox", err)
+		case err == nil:
+			w.databaseAnswered()
 		}
 		select {
 		case <-ctx.Done():
@@ -249,8 +253,11 @@ func (w *Worker) record(ctx context.Context, row audit.OutboxRow, out result) er
 		}
 		select {
 		case <-fctx.Done():
-			w.Log.Error("outbox: cannot record how an attempt ended; the row is taken over when its lease ends",
+			// The database is down: the row is looked for in the channel
+			// before it is posted again (with the history scope).
+			w.Log.Warn("outbox: cannot record how an attempt ended; the row is taken over when its lease ends",
 				"row", row.ID, "state", out.attempt.State, "err", err)
+			w.databaseFailed("record an attempt", err)
 			return err
 		case <-time.After(delay):
 			delay *= 2

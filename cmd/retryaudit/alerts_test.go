@@ -19,7 +19,7 @@ import (
 // restarted.
 func TestUnconfiguredAlertsAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	vars := map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_TOKEN": "shared-token"}
+	vars := map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_TOKEN": tok("shared-token")}
 	first := startService(t, vars)
 	for _, call := range []struct{ path, body string }{
 		{"/v1/claims", `{"source":"shop","event_id":"order-unsent","execution_id":"4711","workflow_id":"wf1"}`},

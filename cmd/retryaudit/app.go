@@ -81,6 +81,7 @@ func (a *app) links(base string) audit.Links {
 
 // jobs are the background loops of one serve process.
 type jobs struct {
+	ctx    context.Context // ends at the stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -139,7 +140,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		a.log.Warn("Slack is not configured: alerts are recorded, not sent (" + notify.NotConfigured + ")")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	j := &jobs{cancel: cancel}
+	j := &jobs{ctx: ctx, cancel: cancel}
 	logged := &notify.Once{} // each reason logged once per instance, not once per worker
 	worker := func(i int) *notify.Worker {
 		return &notify.Worker{Store: a.store, Notifier: notifier, Renderer: renderer, Log: a.log,

@@ -42,7 +42,7 @@ func failLine(out, name string) bool {
 
 func TestCheckSound(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": migrated(t, dialect), "RETRYAUDIT_TOKEN": "tok"})
+		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": migrated(t, dialect), "RETRYAUDIT_TOKEN": tok("tok")})
 		if err != nil || !strings.Contains(out, "all checks passed") || strings.Contains(out, "FAIL") {
 			t.Fatalf("err %v:\n%s", err, out)
 		}
@@ -111,7 +111,7 @@ func TestCheckFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			env := map[string]string{"RETRYAUDIT_TOKEN": "tok"}
+			env := map[string]string{"RETRYAUDIT_TOKEN": tok("tok")}
 			if tc.fail == "token" {
 				delete(env, "RETRYAUDIT_TOKEN")
 			}
@@ -154,7 +154,7 @@ func TestCheckHeldBackAlert(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": "tok"})
+		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": tok("tok")})
 		if err == nil || !failLine(out, "alerts") || !strings.Contains(out, "1 Slack message has waited more than 5m") {
 			t.Errorf("err %v:\n%s", err, out)
 		}

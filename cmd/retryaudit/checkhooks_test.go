@@ -36,7 +36,7 @@ func TestCheckHooks(t *testing.T) {
 		t.Errorf("the drill left something behind: %d %s", code, body)
 	}
 
-	out, err = runCheck(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_HOOK_TOKEN": "not-the-hook-token"}, "--url", svc.URL)
+	out, err = runCheck(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_HOOK_TOKEN": tok("not-the-hook-token")}, "--url", svc.URL)
 	if err == nil || !failLine(out, "drill: hooks") || !strings.Contains(out, "refused the hook token") {
 		t.Errorf("a wrong hook token: err %v:\n%s", err, out)
 	}

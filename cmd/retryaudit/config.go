@@ -61,6 +61,9 @@ type config struct {
 
 	MaxErrorBody     int64
 	BodyBudget       int64
+	WriteProbe       time.Duration // how often /readyz's write probe writes
+	MaxConns         int           // connections open at once (RETRYAUDIT_MAX_CONNS)
+	MaxIdleConns     int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
 	DBMaxConns       int
 	DBLockTimeout    time.Duration
 	APITimeout       time.Duration // the longest a /v1 request may take
@@ -167,8 +170,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		Addr:                 e.str("RETRYAUDIT_ADDR", "127.0.0.1:8080"),
 		DatabaseURL:          e.secret("RETRYAUDIT_DATABASE_URL"),
 		DataDir:              e.str("RETRYAUDIT_DATA_DIR", "./data"),
-		Token:                e.secret("RETRYAUDIT_TOKEN"),
-		HookToken:            e.secret("RETRYAUDIT_HOOK_TOKEN"),
+		Token:                e.token("RETRYAUDIT_TOKEN"),
+		HookToken:            e.token("RETRYAUDIT_HOOK_TOKEN"),
 		ReviewAfter:          e.duration("RETRYAUDIT_REVIEW_AFTER", 15*time.Minute),
 		AlertRepeat:          e.duration("RETRYAUDIT_ALERT_REPEAT", store.DefaultAlertRepeat),
 		Retention:            e.duration("RETRYAUDIT_RETENTION", 30*24*time.Hour),
@@ -205,9 +208,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 		e.fail("RETRYAUDIT_BODY_BUDGET", "is smaller than RETRYAUDIT_MAX_ERROR_BODY (%d bytes): the largest body could never be read", c.MaxErrorBody)
 	}
 	c.DBMaxConns = e.integer("RETRYAUDIT_DB_MAX_CONNS", 20, 2, 1000)
+	c.MaxConns = e.integer("RETRYAUDIT_MAX_CONNS", 2048, 16, 1<<20)
+	c.MaxIdleConns = e.integer("RETRYAUDIT_MAX_IDLE_CONNS", min(256, c.MaxConns), 1, 1<<20)
+	if c.MaxIdleConns > c.MaxConns {
+		e.fail("RETRYAUDIT_MAX_IDLE_CONNS", "is over RETRYAUDIT_MAX_CONNS (%d): idle connections are open ones", c.MaxConns)
+	}
 	c.DBLockTimeout = e.duration("RETRYAUDIT_DB_LOCK_TIMEOUT", store.DefaultLockTimeout)
 	c.APITimeout = e.duration("RETRYAUDIT_API_TIMEOUT", 15*time.Second)
 	c.MetricsInterval = e.duration("RETRYAUDIT_METRICS_INTERVAL", 15*time.Second)
+	c.WriteProbe = e.duration("RETRYAUDIT_WRITE_PROBE", 5*time.Second)
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
 	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", store.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
@@ -313,6 +322,11 @@ func (e *envReader) integer(name string, def, lo, hi int) int {
 	return n
 }
 
+// connLimits are the caps of the main listener's connections.
+func (c config) connLimits() connLimits {
+	return connLimits{Open: c.MaxConns, Idle: c.MaxIdleConns}
+}
+
 // origin returns the scheme://host of a URL.
 func origin(rawURL string) string {
 	u, err := url.Parse(rawURL)
@@ -330,6 +344,9 @@ func (e *envReader) logLevel(name string) slog.Level {
 	return l
 }
 
+// minHashCost is the lowest bcrypt cost RETRYAUDIT_UI_USERS may hold.
+const minHashCost = 10
+
 // users reads name:bcrypt-hash pairs separated by commas.
 func (e *envReader) users(name string) map[string][]byte {
 	v := e.secret(name)
@@ -343,8 +360,17 @@ func (e *envReader) users(name string) map[string][]byte {
 			e.fail(name, "each entry must be name:bcrypt-hash")
 			continue
 		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
 			e.fail(name, "the hash of %q is not a bcrypt hash (make one with: htpasswd -nbBC 10 %s PASSWORD)", user, user)
+			continue
+		}
+		if cost < minHashCost {
+			// A cheap hash is cracked fast if it leaks, and its refusals
+			// would take less time than the others' (though the pages
+			// even them out).
+			e.fail(name, "the hash of %q has bcrypt cost %d, under %d (htpasswd -B makes cost 5 unless told): "+
+				"make one with: htpasswd -nbBC 10 %s PASSWORD", user, cost, minHashCost, user)
 			continue
 		}
 		users[user] = []byte(hash)

@@ -42,9 +42,9 @@ func TestConfig(t *testing.T) {
 
 	t.Run("secrets from files", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "token")
-		os.WriteFile(path, []byte("from-a-file\n"), 0o600)
+		os.WriteFile(path, []byte(tok("from-a-file")+"\n"), 0o600)
 		c, err := loadConfig(env(map[string]string{"RETRYAUDIT_TOKEN_FILE": path}))
-		if err != nil || c.Token != "from-a-file" {
+		if err != nil || c.Token != tok("from-a-file") {
 			t.Errorf("token %q, %v", c.Token, err)
 		}
 	})
@@ -60,7 +60,7 @@ func TestConfig(t *testing.T) {
 	})
 
 	t.Run("bcrypt hashes of htpasswd ($2y$) and Go ($2a$)", func(t *testing.T) {
-		h, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+		h, _ := bcrypt.GenerateFromPassword([]byte("pw"), minHashCost)
 		y := strings.Replace(string(h), "$2a$", "$2y$", 1)
 		c, err := loadConfig(env(map[string]string{"RETRYAUDIT_UI_USERS": "alice:" + string(h) + ",bob:" + y}))
 		if err != nil || len(c.UIUsers) != 2 {
@@ -90,6 +90,9 @@ func TestConfig(t *testing.T) {
 			"RETRYAUDIT_SLACK_WEBHOOK_URL": "https://hooks.slack.com/x"}, "not both"},
 		{map[string]string{"RETRYAUDIT_CRM_LINKS": "shop=https://crm/{order}"}, "{order}"},
 		{map[string]string{"RETRYAUDIT_UI_USERS": "alice:plaintext"}, "not a bcrypt hash"},
+		// a hash of cost 5, as htpasswd -nbB makes by default
+		{map[string]string{"RETRYAUDIT_UI_USERS": "alice:$2y$05$YyHhjY7e3SOVdE6fxAitA.zkSaRjpwOfX8YEz1I2XzZcy0GfgtRZ2"},
+			`RETRYAUDIT_UI_USERS: the hash of "alice" has bcrypt cost 5, under 10 (htpasswd -B makes cost 5 unless told): make one with: htpasswd -nbBC 10 alice PASSWORD`},
 		{map[string]string{"RETRYAUDIT_TOKEN": "a", "RETRYAUDIT_TOKEN_FILE": "/x"}, "not both"},
 		{map[string]string{"RETRYAUDIT_LOG_LEVEL": "loud"}, "RETRYAUDIT_LOG_LEVEL"},
 		{map[string]string{"RETRYAUDIT_UI_TRUST_HEADER": "X-Forwarded-User"}, "requires RETRYAUDIT_UI_TRUSTED_PROXIES"},

@@ -20,7 +20,7 @@ func runConnect(t *testing.T, env map[string]string, args ...string) (string, er
 // connectEnv is the configuration of a service started for connect: the
 // fake n8n's API, and where the service listens.
 func connectEnv(f *n8ntest.Fake, dir string) map[string]string {
-	return map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_TOKEN": "connect-test-token",
+	return map[string]string{"RETRYAUDIT_DATA_DIR": dir, "RETRYAUDIT_TOKEN": tok("connect-test-token"),
 		"RETRYAUDIT_N8N_API_URL": f.APIURL(), "RETRYAUDIT_N8N_API_KEY": n8ntest.Key}
 }
 
@@ -65,7 +65,7 @@ func TestConnect(t *testing.T) {
 				t.Errorf("the output does not say %q:\n%s", says, out)
 			}
 		}
-		if data, _, _ := f.Credential("retryaudit"); data["value"] != "Bearer connect-test-token" {
+		if data, _, _ := f.Credential("retryaudit"); data["value"] != "Bearer "+tok("connect-test-token") {
 			t.Errorf("the credential holds %v", data)
 		}
 	})
@@ -111,7 +111,7 @@ func TestConnectRefuses(t *testing.T) {
 			"connect needs n8n's public API"},
 		{"a service URL where nothing answers", with(nil), []string{"--service-url", "http://" + freeAddr(t)},
 			"retryaudit does not answer at"},
-		{"another service's token", with(map[string]string{"RETRYAUDIT_TOKEN": "not-the-one"}), nil,
+		{"another service's token", with(map[string]string{"RETRYAUDIT_TOKEN": tok("not-the-one")}), nil,
 			"refuses the token from this configuration"},
 		{"a listener on every address and no public URL", with(map[string]string{"RETRYAUDIT_BASE_URL": "",
 			"RETRYAUDIT_ADDR": "0.0.0.0:8080"}), nil, "say with --service-url where n8n reaches it"},

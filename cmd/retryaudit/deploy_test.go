@@ -127,7 +127,7 @@ func TestDeployment(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", build, err, out)
 	}
 	data := t.TempDir()
-	env := append(os.Environ(), "RETRYAUDIT_DATA_DIR="+data, "RETRYAUDIT_TOKEN=deploy-test")
+	env := append(os.Environ(), "RETRYAUDIT_DATA_DIR="+data, "RETRYAUDIT_TOKEN="+tok("deploy-test"))
 	for _, args := range [][]string{{"version"}, {"migrate"}, {"check"}, {"serve", "--help"}} {
 		c := exec.Command(bin, args...)
 		c.Env = env

@@ -65,9 +65,9 @@ func TestHookTokenConfig(t *testing.T) {
 			}
 		}
 	}
-	c, err := loadConfig(env(map[string]string{"RETRYAUDIT_HOOK_TOKEN": " hook ", "RETRYAUDIT_N8N_INSTANCES": "staging",
-		"RETRYAUDIT_N8N_STAGING_TOKEN": "api-2", "RETRYAUDIT_N8N_STAGING_HOOK_TOKEN": "hook-2"}))
-	if err != nil || c.HookToken != "hook" || c.handlerInstances()[0].HookToken != "hook-2" {
+	c, err := loadConfig(env(map[string]string{"RETRYAUDIT_HOOK_TOKEN": " " + tok("hook") + " ", "RETRYAUDIT_N8N_INSTANCES": "staging",
+		"RETRYAUDIT_N8N_STAGING_TOKEN": tok("api-2"), "RETRYAUDIT_N8N_STAGING_HOOK_TOKEN": tok("hook-2")}))
+	if err != nil || c.HookToken != tok("hook") || c.handlerInstances()[0].HookToken != tok("hook-2") {
 		t.Errorf("%+v, %v", c, err)
 	}
 }

@@ -47,7 +47,7 @@ func TestTwoInstances(t *testing.T) {
 	slack := &slackCounter{posts: map[string]int{}}
 	fake := httptest.NewServer(slack)
 	defer fake.Close()
-	env := map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": "shared-token",
+	env := map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": tok("shared-token"),
 		"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-test", "RETRYAUDIT_SLACK_CHANNEL": "C1", "RETRYAUDIT_SLACK_API_URL": fake.URL}
 	a, b := startService(t, env), startService(t, env)
 	instances := []*service{a, b}

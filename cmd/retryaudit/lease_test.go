@@ -138,7 +138,7 @@ func TestLeaseTakeover(t *testing.T) {
 	const interval = 10 * time.Second
 	_, renew := leaseFor(interval)
 	env := func(api string) map[string]string {
-		return map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": "shared-token",
+		return map[string]string{"RETRYAUDIT_DATABASE_URL": url, "RETRYAUDIT_TOKEN": tok("shared-token"),
 			"RETRYAUDIT_N8N_POLL": interval.String(), "RETRYAUDIT_N8N_API_URL": api, "RETRYAUDIT_N8N_API_KEY": "k"}
 	}
 	_, urlA := newListCounter(t)

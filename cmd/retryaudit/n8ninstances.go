@@ -63,8 +63,8 @@ func (e *envReader) instances(defaultToken, defaultHookToken string) []n8nInstan
 			continue
 		}
 		seen[name] = true
-		in := n8nInstance{Name: name, Token: e.secret(instanceVar(name, "TOKEN")),
-			HookToken: e.secret(instanceVar(name, "HOOK_TOKEN")), APIKey: e.secret(instanceVar(name, "API_KEY"))}
+		in := n8nInstance{Name: name, Token: e.token(instanceVar(name, "TOKEN")),
+			HookToken: e.token(instanceVar(name, "HOOK_TOKEN")), APIKey: e.secret(instanceVar(name, "API_KEY"))}
 		in.EditorURL = e.httpURL(instanceVar(name, "EDITOR_URL"), e.str(instanceVar(name, "EDITOR_URL"), ""))
 		in.APIURL = e.httpURL(instanceVar(name, "API_URL"), e.str(instanceVar(name, "API_URL"), ""))
 		switch other, dup := tokens[in.Token]; {

@@ -16,21 +16,21 @@ import (
 func TestInstancesConfig(t *testing.T) {
 	t.Run("instances with their tokens, editors and APIs", func(t *testing.T) {
 		c, err := loadConfig(env(map[string]string{
-			"RETRYAUDIT_TOKEN":                  "prod-token",
+			"RETRYAUDIT_TOKEN":                  tok("prod-token"),
 			"RETRYAUDIT_N8N_INSTANCES":          "staging, eu-2",
-			"RETRYAUDIT_N8N_STAGING_TOKEN":      "staging-token",
+			"RETRYAUDIT_N8N_STAGING_TOKEN":      tok("staging-token"),
 			"RETRYAUDIT_N8N_STAGING_EDITOR_URL": "https://n8n-staging.example/",
 			"RETRYAUDIT_N8N_STAGING_API_URL":    "https://n8n-staging.example/api/v1",
 			"RETRYAUDIT_N8N_STAGING_API_KEY":    "k",
-			"RETRYAUDIT_N8N_EU_2_TOKEN":         "eu-token",
+			"RETRYAUDIT_N8N_EU_2_TOKEN":         tok("eu-token"),
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := []n8nInstance{
-			{Name: "staging", Token: "staging-token", EditorURL: "https://n8n-staging.example",
+			{Name: "staging", Token: tok("staging-token"), EditorURL: "https://n8n-staging.example",
 				APIURL: "https://n8n-staging.example/api/v1", APIKey: "k"},
-			{Name: "eu-2", Token: "eu-token"},
+			{Name: "eu-2", Token: tok("eu-token")},
 		}
 		if fmt.Sprint(c.Instances) != fmt.Sprint(want) {
 			t.Errorf("instances = %+v", c.Instances)

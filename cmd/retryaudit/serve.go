@@ -65,7 +65,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
-		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget,
+		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget, WriteProbe: cfg.WriteProbe,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
 	})
 	if err != nil {
@@ -77,12 +77,13 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		ln.Close()
 		return err
 	}
-	srv := newServer(h.Engine())
+	jobs.run(jobs.ctx, func(ctx context.Context) error { h.ProbeWrites(ctx); return nil })
+	srv := newServer(h.Engine(), newConnTracker(cfg.connLimits(), log))
 	servers := []*http.Server{srv}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.MetricsAddr != "" {
-		msrv := newServer(handlers.MetricsHandler(m))
+		msrv := newServer(handlers.MetricsHandler(m), newConnTracker(metricsConnLimits, log))
 		servers = append(servers, msrv)
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
@@ -122,15 +123,26 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	return nil
 }
 
-func newServer(h http.Handler) *http.Server {
+// newServer serves h with timeouts on every phase of a connection and caps
+// on the connections it keeps (see connLimits): a client that opens
+// connections and sends nothing is cut off after 10 s, an idle keep-alive
+// connection after a minute, and neither can hold more than the caps
+// conns keeps.
+func newServer(h http.Handler, conns *connTracker) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ConnState:         conns.track,
 	}
 }
+
+// metricsConnLimits are the caps of RETRYAUDIT_METRICS_ADDR's listener:
+// a scraper or two.
+var metricsConnLimits = connLimits{Open: 64, Idle: 16}
 
 func newLogger(out io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))

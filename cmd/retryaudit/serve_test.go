@@ -19,10 +19,11 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestServe: a request log line per request without the token, metrics on
-// their own listener, and a clean stop.
+// TestServe: a request log line per request without the token (a wrong
+// token's line is the guard's), metrics on their own listener, and a clean
+// stop.
 func TestServe(t *testing.T) {
-	const token = "s3cr3t-t0ken-never-logged"
+	const token = "s3cr3t-t0ken-never-logged-9f3c1a7e5b2d"
 	metrics := freeAddr(t)
 	svc := startService(t, map[string]string{"RETRYAUDIT_TOKEN": token, "RETRYAUDIT_METRICS_ADDR": metrics})
 	if code, body := svc.api(t, "POST", "/v1/claims", `{"source":"shop","event_id":"o-1","execution_id":"1","workflow_id":"wf1"}`); code != 200 {
@@ -52,7 +53,8 @@ func TestServe(t *testing.T) {
 	if strings.Contains(out, token) {
 		t.Errorf("the token is in the output:\n%s", out)
 	}
-	for _, want := range []string{"route=/v1/claims", "status=200", "decision=claimed", "status=401", "latency=", "stopped"} {
+	// A wrong token has the guard's line, not a request line.
+	for _, want := range []string{"route=/v1/claims", "status=200", "decision=claimed", `msg="wrong token"`, "latency=", "stopped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}
