@@ -54,7 +54,8 @@ build:
 # The container image, built without a container daemon or a base image
 # (cmd/retryaudit-image): the static binary, this machine's CA
 # certificates, the user retryaudit (65532), /data. One tar that docker load
-# and podman load both read, tagged retryaudit:$(VERSION); every timestamp
+# and podman load both read, tagged retryaudit:$(VERSION) and
+# retryaudit:latest (what deploy/.env.example names); every timestamp
 # is the commit's, so one commit gives one image. IMAGE_ARCH=arm64 builds
 # for arm64.
 IMAGE ?= bin/retryaudit-image.tar

@@ -19,8 +19,8 @@ func pickDriver(opts Options) (driver.Driver, string, string, error) {
 		dsn, path, err := sqlite.DataSource(u, opts.DataDir, opts.SQLiteSyncNormal)
 		return sqlite.Driver{}, dsn, path, err
 	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		dsn, where, err := postgres.DataSource(u)
-		return postgres.Driver{}, dsn, where, err
+		dsn, where, pooled, err := postgres.DataSource(u)
+		return postgres.Driver{TransactionPooling: pooled}, dsn, where, err
 	}
 	return nil, "", "", fmt.Errorf("audit: database URL must start with postgres://, postgresql:// or sqlite:")
 }

@@ -105,6 +105,10 @@ type Store struct {
 	stmts     sync.Map // string → *sqlx.Stmt
 	preparing sync.Map // string → true while a background prepare runs
 	compiledQ sync.Map // string → compiled: named statements, compiled once
+	// txSetup begins every write transaction when the connections are a
+	// transaction pooler's (driver.Pooled), which keep no session: then
+	// nothing is prepared either.
+	txSetup string
 	// lastCommit is when a transaction last committed, lastDown when the
 	// database last failed to answer (UnixNano): see answered.
 	lastCommit, lastDown atomic.Int64
@@ -169,10 +173,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.db, err = drv.Open(dsn, driver.Options{MaxConns: opts.MaxConns, LockTimeout: cmp.Or(opts.LockTimeout, DefaultLockTimeout)})
+	dopts := driver.Options{MaxConns: opts.MaxConns, LockTimeout: cmp.Or(opts.LockTimeout, DefaultLockTimeout)}
+	s.db, err = drv.Open(dsn, dopts)
 	if err != nil {
 		s.closeLock()
 		return nil, fmt.Errorf("audit: open %s: %w", where, err)
+	}
+	if p, ok := drv.(driver.Pooled); ok {
+		s.txSetup = p.TxSetup(dopts)
 	}
 	if drv.OneWriter() {
 		s.writer = make(chan struct{}, 1)
@@ -346,6 +354,11 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	start := time.Now()
 	tx, err := s.db.BeginTxx(ctx, nil)
+	if err == nil && s.txSetup != "" {
+		if _, err = tx.ExecContext(ctx, s.txSetup); err != nil {
+			tx.Rollback()
+		}
+	}
 	s.metrics.Ran("begin", start)
 	if err != nil {
 		return s.dbError("begin", err)
@@ -370,7 +383,12 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 // transaction a statement not prepared yet is prepared in the background and
 // nil is returned: preparing on the pool would wait for a connection while
 // holding one, and with every connection in a transaction that waits forever.
+// Behind a transaction pooler nothing is prepared: a prepared statement
+// lives in one server connection, and the next transaction may get another.
 func (s *Store) prepared(q any, query string) *sqlx.Stmt {
+	if s.txSetup != "" {
+		return nil
+	}
 	tx, inTx := q.(*sqlx.Tx)
 	if v, ok := s.stmts.Load(query); ok {
 		if inTx {

@@ -24,11 +24,11 @@ type dockerManifest struct {
 // writeArchive writes img as one tar in both formats that loaders read,
 // the blobs shared: an OCI image layout (oci-layout, index.json,
 // blobs/sha256/…) and a docker-archive manifest.json pointing into the same
-// blobs. tag is name:version; the OCI side names the image in full
-// (docker.io/library/retryaudit:v1), because podman takes
+// blobs. tags are name:tag; the OCI side names the image in full
+// (docker.io/library/retryaudit:v1), once per tag, because podman takes
 // org.opencontainers.image.ref.name as the image's name and containerd
 // reads io.containerd.image.name.
-func writeArchive(path string, img v1.Image, tag string) error {
+func writeArchive(path string, img v1.Image, tags ...string) error {
 	manifest, err := img.RawManifest()
 	if err != nil {
 		return err
@@ -47,17 +47,16 @@ func writeArchive(path string, img v1.Image, tag string) error {
 	}
 	mDigest, _ := img.Digest()
 	cDigest, _ := img.ConfigName()
-	fullName := qualified(tag)
-	index := v1.IndexManifest{
-		SchemaVersion: 2,
-		MediaType:     types.OCIImageIndex,
-		Manifests: []v1.Descriptor{{
+	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
+	for _, tag := range tags {
+		fullName := qualified(tag)
+		index.Manifests = append(index.Manifests, v1.Descriptor{
 			MediaType: types.DockerManifestSchema2, Digest: mDigest, Size: int64(len(manifest)),
 			Platform:    &v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture},
 			Annotations: map[string]string{"org.opencontainers.image.ref.name": fullName, "io.containerd.image.name": fullName},
-		}},
+		})
 	}
-	docker := dockerManifest{Config: blobPath(cDigest), RepoTags: []string{tag}}
+	docker := dockerManifest{Config: blobPath(cDigest), RepoTags: tags}
 	for _, l := range layers {
 		d, err := l.Digest()
 		if err != nil {

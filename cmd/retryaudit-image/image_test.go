@@ -263,14 +263,18 @@ func checkOCILayout(t *testing.T, path string, img v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Manifests) != 1 {
-		t.Fatalf("%d manifests in index.json, want 1", len(m.Manifests))
+	// One entry a tag, both of the same manifest: the version, and latest,
+	// which deploy/.env.example names.
+	if len(m.Manifests) != 2 || m.Manifests[0].Digest != m.Manifests[1].Digest {
+		t.Fatalf("index.json has %+v, want the image twice (its version and latest)", m.Manifests)
+	}
+	for i, tag := range []string{testVersion, "latest"} {
+		d, want := m.Manifests[i], "docker.io/library/retryaudit:"+tag
+		if d.Annotations["org.opencontainers.image.ref.name"] != want || d.Annotations["io.containerd.image.name"] != want {
+			t.Errorf("index.json names the image %v, want %s", d.Annotations, want)
+		}
 	}
 	d := m.Manifests[0]
-	want := "docker.io/library/retryaudit:" + testVersion
-	if d.Annotations["org.opencontainers.image.ref.name"] != want || d.Annotations["io.containerd.image.name"] != want {
-		t.Errorf("index.json names the image %v, want %s", d.Annotations, want)
-	}
 	if d.Platform == nil || d.Platform.OS != "linux" || d.Platform.Architecture != runtime.GOARCH {
 		t.Errorf("platform %+v", d.Platform)
 	}

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,7 @@ type options struct {
 	Out      string // the tar to write
 	Name     string // the repository name the archive tags
 	Version  string
+	Also     string // a second tag, the one deploy/.env.example names
 	Revision string
 	Source   string // org.opencontainers.image.source
 	Arch     string // GOARCH of the binary
@@ -58,6 +60,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.Out, "out", "bin/retryaudit-image.tar", "the image tar to write")
 	fs.StringVar(&o.Name, "name", "retryaudit", "the image's repository name; its tag is the version")
 	fs.StringVar(&o.Version, "version", "dev", "the version (org.opencontainers.image.version, and the tag)")
+	fs.StringVar(&o.Also, "also-tag", "latest", "a second tag for the image, the one deploy/.env.example names (empty: none)")
 	fs.StringVar(&o.Revision, "revision", "", "the commit (org.opencontainers.image.revision)")
 	fs.StringVar(&o.Source, "source", "https://github.com/retryaudit/retryaudit", "org.opencontainers.image.source")
 	fs.StringVar(&o.Arch, "arch", "amd64", "the binary's GOARCH")
@@ -78,12 +81,16 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeArchive(o.Out, img, o.Name+":"+o.Version); err != nil {
+	tags := []string{o.Name + ":" + o.Version}
+	if o.Also != "" && o.Also != o.Version {
+		tags = append(tags, o.Name+":"+o.Also)
+	}
+	if err := writeArchive(o.Out, img, tags...); err != nil {
 		return err
 	}
 	digest, _ := img.Digest()
 	info, _ := os.Stat(o.Out)
-	fmt.Fprintf(out, "wrote %s (%.1f MB): %s:%s, linux/%s, %s\n", o.Out, float64(info.Size())/1e6, o.Name, o.Version, o.Arch, digest)
+	fmt.Fprintf(out, "wrote %s (%.1f MB): %s, linux/%s, %s\n", o.Out, float64(info.Size())/1e6, strings.Join(tags, " and "), o.Arch, digest)
 	fmt.Fprintf(out, "load it with: docker load -i %s   (or podman load -i %s)\n", o.Out, o.Out)
 	return nil
 }

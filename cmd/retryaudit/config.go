@@ -15,6 +15,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/audit/store/postgres"
 	"github.com/retryaudit/retryaudit/handlers"
 )
 
@@ -188,6 +189,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		e.fail("RETRYAUDIT_ADDR", "%q is not host:port", c.Addr)
+	}
+	if strings.HasPrefix(c.DatabaseURL, "postgres") { // the URL holds a password: only the parser's words
+		if _, _, _, err := postgres.DataSource(c.DatabaseURL); err != nil {
+			e.fail("RETRYAUDIT_DATABASE_URL", "%s", strings.TrimPrefix(err.Error(), "audit: database URL "))
+		}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

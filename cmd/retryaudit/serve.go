@@ -167,6 +167,8 @@ func apiToken(cfg config, out io.Writer) (string, error) {
 		// that others may read. Say where it is, not what it is.
 		fmt.Fprintf(out, "retryaudit: generated the API token into %s (mode 0600); read it there to configure n8n "+
 			"(a Header Auth credential: name Authorization, value Bearer <token>)\n", filepath.Join(cfg.DataDir, "token"))
+	default:
+		fmt.Fprintf(out, "retryaudit: the API token is kept in %s\n", filepath.Join(cfg.DataDir, "token"))
 	}
 	return token, nil
 }
@@ -189,6 +191,8 @@ func hookToken(cfg config, out io.Writer) (string, error) {
 	case created:
 		fmt.Fprintf(out, "retryaudit: generated the hook token into %s (mode 0600); n8n's execution hooks send it "+
 			"(RETRYAUDIT_HOOK_TOKEN in n8n's environment)\n", filepath.Join(cfg.DataDir, "hook-token"))
+	default:
+		fmt.Fprintf(out, "retryaudit: the hook token is kept in %s\n", filepath.Join(cfg.DataDir, "hook-token"))
 	}
 	return token, nil
 }

@@ -97,3 +97,26 @@ func checkModes(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestEveryStartSaysWhereSecretsAre: a start that finds the generated
+// token, hook token and password from an earlier one says which files hold
+// them, and prints none of them.
+func TestEveryStartSaysWhereSecretsAre(t *testing.T) {
+	dir := t.TempDir()
+	first := startService(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir})
+	first.stop()
+	second := startService(t, map[string]string{"RETRYAUDIT_DATA_DIR": dir})
+	second.stop()
+	out := second.Output.String()
+	if strings.Contains(out, "generated") {
+		t.Errorf("the second start generated a secret:\n%s", out)
+	}
+	for file, secret := range map[string]string{"token": first.Token, "hook-token": first.HookToken, "ui-password": first.Password} {
+		if !strings.Contains(out, "kept in "+filepath.Join(dir, file)) {
+			t.Errorf("the second start does not say that %s holds a secret:\n%s", file, out)
+		}
+		if secret == "" || strings.Contains(out, secret) {
+			t.Errorf("%s: %q printed or missing:\n%s", file, secret, out)
+		}
+	}
+}

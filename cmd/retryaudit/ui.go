@@ -40,6 +40,8 @@ func uiConfig(ctx context.Context, cfg config, s *store.Store, out io.Writer) (h
 	case created:
 		fmt.Fprintf(out, "retryaudit: generated the pages' password into %s (mode 0600); sign in as admin with it\n",
 			filepath.Join(cfg.DataDir, "ui-password"))
+	default:
+		fmt.Fprintf(out, "retryaudit: the pages' password (user admin) is kept in %s\n", filepath.Join(cfg.DataDir, "ui-password"))
 	}
 	return ui, nil
 }

@@ -44,6 +44,17 @@ type Driver interface {
 	Classify(err error) Class
 }
 
+// Pooled is implemented by a driver whose connections may be a transaction
+// pooler's (PgBouncer with pool_mode = transaction), where a server
+// connection serves a client for one transaction and nothing may outlive
+// it. TxSetup returns the statement that begins each write transaction in
+// place of the settings a session would keep, or "" when the connections
+// keep their sessions; when it returns one, the store prepares no statement
+// either.
+type Pooled interface {
+	TxSetup(o Options) string
+}
+
 // Class is what an error from the database means to the store.
 type Class int
 
