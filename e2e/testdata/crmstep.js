@@ -33,7 +33,14 @@ const $ = (name) => {
   if (name !== 'Event') throw new Error(`Referenced node doesn't exist: ${name}`);
   return { item: { json: event } };
 };
-const $json = { process: true, decision: 'claimed', idempotency_key: 'ra_test_key' };
+// The item: the HTTP template's claim answer, and what the retryaudit node's
+// Claim outputs (the webhook's item with the claim's data in retryaudit).
+const $json = {
+  process: true, decision: 'claimed', idempotency_key: 'ra_test_key',
+  body: event.order,
+  retryaudit: { source: 'shop', event_id: '1042', run_stamp: '41:1767225600000:abcdef0123', decision: 'claimed',
+    process: true, idempotency_key: 'ra_test_key' },
+};
 const AsyncFunction = Object.getPrototypeOf(async function () {}).constructor;
 const node = new AsyncFunction('$', '$json', code);
 const print = (o) => process.stdout.write(JSON.stringify({ ...o, calls }));
