@@ -20,6 +20,9 @@ type Wiring struct {
 	WithExample bool     // also import the orders template (unpublished)
 	Workflows   []string // ids of workflows whose failures retryaudit hears of
 	AllActive   bool     // and every published workflow that has no other error workflow
+	// WithNodeExample imports the orders template built with the retryaudit
+	// node (unpublished) when the node is installed in that n8n.
+	WithNodeExample bool
 }
 
 // Change is one change connect makes in n8n.
@@ -35,9 +38,10 @@ type Plan struct {
 	Changes []Change
 	Kept    []string // what connect leaves as it is, and why
 
-	admin  *Admin
-	wiring Wiring
-	state  state
+	admin    *Admin
+	wiring   Wiring
+	state    state
+	nodeType string // the retryaudit node's type in this n8n (WithNodeExample)
 }
 
 // state is what applying the changes learns and later changes use.
@@ -46,6 +50,7 @@ type state struct {
 	credentialUpdatedAt string
 	errorWorkflow       Workflow
 	watch               map[string]Workflow // published during this run, by id
+	nodeCredentialID    string
 }
 
 // fingerprint is what connect keeps in the static data of a workflow it
@@ -149,6 +154,18 @@ func PlanWiring(ctx context.Context, a *Admin, w Wiring) (*Plan, error) {
 	p := &Plan{admin: a, wiring: w, state: state{watch: map[string]Workflow{}}}
 	if err := p.plan(creds, wfs); err != nil {
 		return nil, err
+	}
+	if w.WithNodeExample {
+		if p.nodeType, err = nodeInstalled(ctx, a, d); err != nil {
+			return nil, err
+		}
+		nodeCreds, err := a.Credentials(ctx, NodeCredentialName)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.planNodeExample(wfs, nodeCreds); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range p.Changes {
 		if err := needScopes(d, "to "+c.What, c.Scopes...); err != nil {

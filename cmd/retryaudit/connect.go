@@ -24,7 +24,10 @@ const connectUsage = `connect wires retryaudit into a running n8n through n8n's 
 of the manual steps: it creates (or updates) the Header Auth credential
 "retryaudit" with retryaudit's token; imports (or updates) the error workflow
 n8n/error-workflow.json, reporting to --service-url, and publishes it;
-with --with-example imports n8n/orders-to-crm.json, unpublished; sets the
+with --with-example imports n8n/orders-to-crm.json, unpublished, and with
+--with-example=node n8n/orders-to-crm-node.json, built with the retryaudit
+node (it must be installed in that n8n: connect says how when it is not)
+and with its credential "retryaudit API"; sets the
 error workflow of the workflows named by --workflows (and with --all-active
 of every published workflow that has no other), leaving their other settings
 as they are (n8n publishes a published one again). It waits until n8n has
@@ -56,7 +59,9 @@ func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(s
 	serviceURL := fs.String("service-url", "", "retryaudit's address as n8n reaches it (default: RETRYAUDIT_BASE_URL, else http://RETRYAUDIT_ADDR)")
 	workflows := fs.String("workflows", "", "ids of the workflows whose failures retryaudit hears of, comma-separated")
 	allActive := fs.Bool("all-active", false, "also every published workflow that has no other error workflow")
-	withExample := fs.Bool("with-example", false, "also import the orders template (n8n/orders-to-crm.json), unpublished")
+	var example exampleFlag
+	fs.Var(&example, "with-example", "also import the orders template, unpublished: n8n/orders-to-crm.json, or with "+
+		"=node n8n/orders-to-crm-node.json, built with the retryaudit node")
 	dryRun := fs.Bool("dry-run", false, "print every change and make none")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -94,7 +99,8 @@ func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(s
 	if err := serviceKeyScopes(ctx, cfg, out); err != nil {
 		return err
 	}
-	w := n8n.Wiring{ServiceURL: service, Token: token, WithExample: *withExample, AllActive: *allActive}
+	w := n8n.Wiring{ServiceURL: service, Token: token, WithExample: example == "http", WithNodeExample: example == "node",
+		AllActive: *allActive}
 	for _, id := range strings.Split(*workflows, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			w.Workflows = append(w.Workflows, id)
@@ -144,6 +150,26 @@ func connect(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(s
 	}
 	fmt.Fprintf(out, "\nThe drill, through %s (retryaudit check --url):\n", service)
 	return check(ctx, flag.NewFlagSet("retryaudit check", flag.ContinueOnError), []string{"--url", service}, getenv, out)
+}
+
+// exampleFlag is --with-example: alone (or =http) the template with HTTP
+// Request nodes, =node the one built with the retryaudit node.
+type exampleFlag string
+
+func (e *exampleFlag) String() string   { return string(*e) }
+func (e *exampleFlag) IsBoolFlag() bool { return true }
+func (e *exampleFlag) Set(v string) error {
+	switch v {
+	case "true", "http":
+		*e = "http"
+	case "false":
+		*e = ""
+	case "node":
+		*e = "node"
+	default:
+		return fmt.Errorf("--with-example takes nothing, =http or =node, not %q", v)
+	}
+	return nil
 }
 
 // httpURL returns the URL without a trailing slash when it is http(s).

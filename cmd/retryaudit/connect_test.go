@@ -142,3 +142,35 @@ func TestConnectRefuses(t *testing.T) {
 		}
 	})
 }
+
+func TestConnectNodeExample(t *testing.T) {
+	f := n8ntest.NewFake(t)
+	env := connectEnv(f, t.TempDir())
+	svc := startService(t, env)
+	env["RETRYAUDIT_BASE_URL"] = svc.URL
+
+	t.Run("--with-example=node without the node installed says how to install it", func(t *testing.T) {
+		out, err := runConnect(t, env, "--dry-run", "--with-example=node")
+		if err == nil || !strings.Contains(err.Error(), "the retryaudit node (n8n-nodes-retryaudit) is not installed") ||
+			!strings.Contains(err.Error(), "Settings → Community nodes") {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	})
+	t.Run("--with-example=node imports the node's template; --with-example alone the HTTP one", func(t *testing.T) {
+		f.SetNode("folder")
+		out, err := runConnect(t, env, "--dry-run", "--with-example=node")
+		if err != nil || !strings.Contains(out, `import the example "Orders to CRM (with the retryaudit node)"`) ||
+			strings.Contains(out, `"Orders to CRM (with retryaudit)"`) {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out, err = runConnect(t, env, "--dry-run", "--with-example")
+		if err != nil || !strings.Contains(out, `import the example "Orders to CRM (with retryaudit)"`) ||
+			strings.Contains(out, "retryaudit node") {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if _, err := runConnect(t, env, "--dry-run", "--with-example=both"); err == nil ||
+			!strings.Contains(err.Error(), "--with-example takes nothing, =http or =node") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}

@@ -40,12 +40,16 @@ type Fake struct {
 	// WebhookMisses is how many webhook probes answer "not registered"
 	// before the published ones answer: n8n publishing in the background.
 	WebhookMisses int
-	credentials   map[string]*credential
-	workflows     map[string]map[string]any
-	order         []string // workflow ids in creation order
-	seq           int
-	clock         time.Time
-	mutations     []string
+	// Node is how the retryaudit node is installed: "" not at all,
+	// "folder" (loaded from N8N_CUSTOM_EXTENSIONS), "package" (a
+	// community package).
+	Node        string
+	credentials map[string]*credential
+	workflows   map[string]map[string]any
+	order       []string // workflow ids in creation order
+	seq         int
+	clock       time.Time
+	mutations   []string
 }
 
 type credential struct {
@@ -68,6 +72,13 @@ func (f *Fake) SetScopes(scopes ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Scopes = scopes
+}
+
+// SetNode installs the retryaudit node as Node says.
+func (f *Fake) SetNode(how string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Node = how
 }
 
 // APIURL is the fake's public API address.
@@ -222,6 +233,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		"GET workflows": "workflow:list", "GET workflows/{id}": "workflow:read", "POST workflows": "workflow:create",
 		"PUT workflows/{id}": "workflow:update", "POST workflows/{id}/publish": "workflow:activate",
 		"GET executions": "execution:list", "GET executions/{id}": "execution:read",
+		"GET community-packages": "communityPackage:list",
 	}[route]
 	if scope != "" && !slices.Contains(f.Scopes, scope) {
 		answer(w, http.StatusForbidden, map[string]any{"message": "Forbidden"})
@@ -277,6 +289,19 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.answerWorkflow(w, id)
 	case "GET executions":
 		answer(w, http.StatusOK, map[string]any{"data": []any{}, "nextCursor": nil})
+	case "GET credentials/{id}/retryauditApi": // the credential type's schema: known when the node is loaded
+		if id != "schema" || f.Node == "" {
+			answer(w, http.StatusNotFound, map[string]any{"message": "Not Found"})
+			return
+		}
+		answer(w, http.StatusOK, map[string]any{"type": "object", "required": []string{"url", "token"}})
+	case "GET community-packages":
+		list := []any{}
+		if f.Node == "package" {
+			list = append(list, map[string]any{"packageName": "n8n-nodes-retryaudit", "installedVersion": "0.1.0",
+				"installedNodes": []any{map[string]any{"name": "retryaudit", "type": "n8n-nodes-retryaudit.retryaudit"}}})
+		}
+		answer(w, http.StatusOK, list)
 	default:
 		answer(w, http.StatusNotFound, map[string]any{"message": "not found"})
 	}
