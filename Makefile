@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build image
+.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build image node
 
 run:
 	go run ./cmd/retryaudit
@@ -67,3 +67,10 @@ image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_BIN) ./cmd/retryaudit
 	go run ./cmd/retryaudit-image -bin $(IMAGE_BIN) -arch $(IMAGE_ARCH) -out $(IMAGE) \
 	  -version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH)
+
+# The n8n community node n8n-nodes-retryaudit (n8n/node): its build tools
+# from the npm registry as n8n/node/package-lock.json pins them (npm ci, again
+# only when the lock changed), n8n's own build (n8n-node build), and the
+# package npm pack makes, in bin/ (bin/n8n-nodes-retryaudit-<version>.tgz).
+node:
+	./.ci/node build
