@@ -190,6 +190,21 @@ test('claim: one stamp per execution, across items and when the node runs again 
 	assert.match(other.requests[0].body.run_stamp, /^42:/);
 });
 
+test('claim: a Retry that runs the Claim again presents the stamp of the execution it retries (n8n copies its custom data)', async () => {
+	forgetStamps();
+	const f = fakeN8n({
+		params: claimParams(),
+		executionId: '57',
+		mode: 'retry',
+		answers: [claimAnswer('held')],
+	});
+	f.ctx.customData.set('retryaudit_run_stamp', '41:1767225600000:abcdef0123');
+	const [act] = await execute(f);
+	assert.equal(f.requests[0].body.run_stamp, '41:1767225600000:abcdef0123');
+	assert.equal(f.requests[0].body.execution_id, '57');
+	assert.equal(act[0].json.retryaudit.run_stamp, '41:1767225600000:abcdef0123');
+});
+
 test('claim: 503 busy is sent again after Retry-After, with the same stamp', async () => {
 	forgetStamps();
 	slept.length = 0;

@@ -31,16 +31,19 @@ const made = new Map<string, string>();
 const keep = 10000;
 
 /**
- * executionStamp is this execution's stamp: the one it made before (in
- * n8n's custom execution data, where the edition keeps it, or in this
- * process), or a new one, remembered in both.
+ * executionStamp is this execution's stamp: the one in n8n's custom
+ * execution data (made earlier in this execution, or — n8n's Retry copies
+ * the custom data of the execution it retries, seen on n8n 2.41.1 — the
+ * stamp of that execution, so that a Retry that runs the Claim again
+ * presents it), the one this process made for it, or a new one,
+ * remembered in both.
  */
 export function executionStamp(ctx: IExecuteFunctions): string {
 	const id = ctx.getExecutionId() ?? '';
 	let stamp = made.get(id);
 	if (stamp === undefined) {
 		const kept = customGet(ctx, STAMP_KEY);
-		stamp = validStamp(kept) && kept.startsWith(id + ':') ? kept : makeStamp(id);
+		stamp = validStamp(kept) ? kept : makeStamp(id);
 		made.set(id, stamp);
 		if (made.size > keep) made.delete(made.keys().next().value as string);
 	}
