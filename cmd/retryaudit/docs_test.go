@@ -68,8 +68,8 @@ func TestDocsTruthCanFail(t *testing.T) {
 	}
 	t.Run("a wrong credential name and a wrong retention batch", func(t *testing.T) {
 		got := checkFacts(t, append(slices.Clone(pages), docPage{path: "docs/broken.md",
-			text: "Pick the credential `retryaudit API`.\n\n## Retention\n\nEvery 10 minutes, up to 500 rows per statement.\n"}))
-		for _, want := range []string{"retryaudit API", "not 500"} {
+			text: "Pick the credential `retryaudit token`.\n\n## Retention\n\nEvery 10 minutes, up to 500 rows per statement.\n"}))
+		for _, want := range []string{"retryaudit token", "not 500"} {
 			if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, want) }) {
 				t.Errorf("nothing reported %q: %q", want, got)
 			}
