@@ -199,9 +199,11 @@ func (s *suite) credentialTest(t *testing.T) {
 }
 
 // customData reads the custom execution data n8n's public API shows for an
-// execution.
+// execution, once it has stopped (the webhook is answered before n8n saves
+// the execution).
 func (n *n8n) customData(t *testing.T, id string) map[string]string {
 	t.Helper()
+	n.waitExecution(t, id)
 	var x struct {
 		CustomData map[string]string `json:"customData"`
 	}
