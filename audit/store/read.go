@@ -16,6 +16,16 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (audit.EventD
 	return s.EventPage(ctx, source, eventID, audit.HistoryPage{})
 }
 
+// eventArgs are the parameters of an event's reads.
+type eventArgs struct {
+	Source  string `db:"source"`
+	EventID string `db:"event_id"`
+	Cutoff  any    `db:"cutoff"` // processing since before it: in review
+	Thread  string `db:"thread"`
+	Before  int64  `db:"before"` // a page of history: the lines before this id
+	Limit   int    `db:"limit"`
+}
+
 // EventPage is Event with the page of history that p selects.
 func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.HistoryPage) (audit.EventDetail, error) {
 	var d audit.EventDetail
@@ -35,8 +45,8 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 		defer ptx.Rollback()
 		tx = ptx
 	}
-	arg := map[string]any{"source": source, "event_id": eventID, "cutoff": s.t(s.reviewCutoff()),
-		"thread": audit.EventThread(source, eventID), "limit": audit.MaxListed}
+	arg := eventArgs{Source: source, EventID: eventID, Cutoff: s.t(s.reviewCutoff()),
+		Thread: audit.EventThread(source, eventID), Limit: audit.MaxListed}
 	err := s.one(ctx, tx, &d.Event, "read event", s.q.EventRead, arg)
 	if isNoRows(err) {
 		return d, audit.Errorf(audit.CodeNotFound, "no event %s/%s", source, eventID)
@@ -79,6 +89,24 @@ func (s *Store) ReviewAfter() time.Duration { return s.reviewAfter }
 // far is later than any row's time: the first page's cursor.
 var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
+// listArgs are EventList's parameters: the cursor (at, after_source,
+// after_id) and the filters, an empty one or 0 none.
+type listArgs struct {
+	Cutoff       any    `db:"cutoff"`
+	At           any    `db:"at"`
+	AfterSource  string `db:"after_source"`
+	AfterID      string `db:"after_id"`
+	Source       string `db:"source"`
+	Status       string `db:"status"`
+	Prefix       string `db:"prefix"`
+	PrefixLen    int    `db:"prefix_len"`
+	Instance     string `db:"instance"`
+	InstanceLike string `db:"instance_like"`
+	OlderThan    any    `db:"older_than"`
+	Review       int    `db:"review"`
+	Limit        int    `db:"limit"`
+}
+
 // Events lists events by last activity, newest first, with keyset
 // pagination: the cursor is the last row's (last_seen_at, source,
 // event_id), and the index on those columns finds the next page directly
@@ -106,11 +134,11 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 		review = 1
 	}
 	var events []audit.Event
-	err := s.namedSelect(ctx, s.db, &events, "list events", s.q.EventList, map[string]any{
-		"cutoff": s.t(s.reviewCutoff()), "at": s.t(curAt), "after_source": curSource, "after_id": curID,
-		"source": f.Source, "status": string(f.Status), "prefix": f.Prefix, "prefix_len": len([]rune(f.Prefix)),
-		"instance": f.Instance, "instance_like": "%" + audit.InstanceSep + f.Instance,
-		"older_than": s.t(olderThan), "review": review, "limit": f.Limit + 1})
+	err := s.namedSelect(ctx, s.db, &events, "list events", s.q.EventList, listArgs{
+		Cutoff: s.t(s.reviewCutoff()), At: s.t(curAt), AfterSource: curSource, AfterID: curID,
+		Source: f.Source, Status: string(f.Status), Prefix: f.Prefix, PrefixLen: len([]rune(f.Prefix)),
+		Instance: f.Instance, InstanceLike: "%" + audit.InstanceSep + f.Instance,
+		OlderThan: s.t(olderThan), Review: review, Limit: f.Limit + 1})
 	if err != nil {
 		return audit.EventPage{}, err
 	}
@@ -157,7 +185,7 @@ func encodeCursor(at time.Time, source, eventID string) string {
 // reports.
 func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
 	var lines []audit.HistoryLine
-	arg := map[string]any{"source": d.Source, "event_id": d.EventID, "before": p.Before, "limit": p.Limit + 1}
+	arg := eventArgs{Source: d.Source, EventID: d.EventID, Before: p.Before, Limit: p.Limit + 1}
 	if err := s.namedSelect(ctx, q, &lines, "read history", s.q.HistoryReadPage, arg); err != nil {
 		return err
 	}

@@ -67,6 +67,16 @@ func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source
 // resolutionWeeks is how far back the overview reads resolution times.
 const resolutionWeeks = 8
 
+// overviewArgs are the parameters of the overview's reads.
+type overviewArgs struct {
+	From   any    `db:"from"` // the window's first hour
+	Day    any    `db:"day"`  // its first day
+	To     any    `db:"to"`
+	Since  any    `db:"since"` // the resolution times' first
+	Cutoff any    `db:"cutoff"`
+	Source string `db:"source"`
+}
+
 // Overview reads the numbers of the overview: the rollups, the review
 // queue, the resolution times and the alerts' kinds and states. It reads no
 // event row but those waiting for review, and no outbox row but the
@@ -93,9 +103,9 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 		}
 		q = tx
 	}
-	arg := map[string]any{"from": s.t(f.From.UTC().Truncate(time.Hour)), "to": s.t(f.To),
-		"day": s.t(f.From.UTC().Truncate(24 * time.Hour)), "source": f.Source, "cutoff": s.t(s.reviewCutoff()),
-		"since": s.t(f.To.Add(-resolutionWeeks * 7 * 24 * time.Hour))}
+	arg := overviewArgs{From: s.t(f.From.UTC().Truncate(time.Hour)), To: s.t(f.To),
+		Day: s.t(f.From.UTC().Truncate(24 * time.Hour)), Source: f.Source, Cutoff: s.t(s.reviewCutoff()),
+		Since: s.t(f.To.Add(-resolutionWeeks * 7 * 24 * time.Hour))}
 	for _, r := range []struct {
 		dest      any
 		op, query string

@@ -15,10 +15,10 @@
 -- fragment: skip_locked
 FOR UPDATE SKIP LOCKED
 
--- Errors recorded in one statement, each linked to its first event (none:
--- NULL), the round's payloads or a payload recorded alone. It returns those
--- recorded now: a dedupe key already recorded makes a duplicate, which
--- ErrorBatchWrite then writes nothing for.
+-- A batch's errors recorded in one statement, each linked to its first
+-- event (none: NULL). It returns those recorded: one fewer means another
+-- session recorded its dedupe key since the batch read, and the batch
+-- decides again (writeErrors).
 -- name: ErrorBatchInsert
 WITH error_rows AS (
   SELECT j->>'dedupe_key' AS dedupe_key, j->>'kind' AS kind, j->>'execution_id' AS execution_id,
