@@ -2,7 +2,7 @@
 # running, a fresh database, Chromium) and runs every test with the race
 # detector; PostgreSQL and browser tests fail, not skip, when they cannot run.
 
-.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-overload build image
+.PHONY: run test test-n8n test-quick bench fuzz bench-http bench-cost bench-overload build image
 
 run:
 	go run ./cmd/retryaudit
@@ -38,6 +38,18 @@ fuzz:
 # (e.g. BENCH_FLAGS="-duration 30s -clients 32").
 bench-http: build
 	go run ./cmd/retryaudit-bench http -bin bin/retryaudit $(BENCH_FLAGS)
+
+# What a claim costs at 32 clients on PostgreSQL: the service's and
+# PostgreSQL's CPU a claim (from /proc) beside pgbench's CPU an insert of the
+# seed's statement, the throughput ratio, p99 and round trips a batch; the
+# binary of COST_OLD (main before issue 30) and this tree's alternately,
+# COST_ROUNDS times, each on a database of its own.
+COST_OLD ?= d57721e
+COST_ROUNDS ?= 3
+bench-cost: build
+	rm -rf bin/cost-old && mkdir -p bin/cost-old && git archive $(COST_OLD) | tar -x -C bin/cost-old
+	cd bin/cost-old && go build -trimpath -o ../retryaudit-old ./cmd/retryaudit
+	go run ./cmd/retryaudit-bench cost -bin bin/retryaudit -old bin/retryaudit-old -clients 32 -rounds $(COST_ROUNDS) $(BENCH_FLAGS)
 
 # Twice the measured claim capacity for 60 s: every answer must be 200, or
 # 503 with Retry-After within a second.

@@ -34,9 +34,9 @@ func (d *Decider) Claim(r ClaimRequest, word *N8NWord) (ClaimResult, error) {
 	var rows []Row
 	unproven := false
 	if len(r.Items) == 0 {
+		unproven = whoFor(ev, id) == WhoUnproven
 		row := d.claimEntry(ev, id)
 		rows, res.Decision = append(rows, row), Decision(row.Answer)
-		unproven = whoFor(ev, id) == WhoUnproven
 	} else {
 		res.Decision = DecisionDuplicate
 		for _, item := range r.Items {

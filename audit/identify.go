@@ -181,13 +181,6 @@ func (d *Decider) judge(k *Exec, s Sighting) (verdict int, why string, proven bo
 	case !s.StartedAt.IsZero() && s.StartedAt.After(k.FirstSeen.Add(clockSkew)):
 		return newExecution, fmt.Sprintf("n8n says execution %s started at %s, after the service first saw that id (%s)",
 			id, started(s.StartedAt), started(k.FirstSeen)), true
-	case k.Waiting():
-		// A Wait node's pause: it resumes under its id, however long.
-	case !k.EndedAt.IsZero() && (s.Kind == SeenClaim || s.Kind == SeenOutcome || s.Kind == SeenHookStart):
-		return newExecution, fmt.Sprintf("n8n said execution %s had finished; a finished execution presents nothing again", id), true
-	case d.rules.MaxRun > 0 && d.now.Sub(k.LastSeen) > d.rules.MaxRun:
-		return newExecution, fmt.Sprintf("execution %s was last seen %s ago, longer than an execution runs (%s)",
-			id, HumanDuration(d.now.Sub(k.LastSeen), " "), HumanDuration(d.rules.MaxRun, " ")), false
 	case s.WorkflowID != "" && k.WorkflowID != "" && s.WorkflowID != k.WorkflowID && s.Stamp != "":
 		return newExecution, fmt.Sprintf("execution %s of workflow %s presents a run stamp of its own; the one the service "+
 			"knows ran workflow %s", id, s.WorkflowID, k.WorkflowID), true
@@ -195,6 +188,13 @@ func (d *Decider) judge(k *Exec, s Sighting) (verdict int, why string, proven bo
 		return otherExecution, fmt.Sprintf("execution %s of workflow %s is not the execution %s the service knows "+
 			"(workflow %s): a second n8n sharing ids, or one whose database was reset; nothing was recorded",
 			id, s.WorkflowID, id, k.WorkflowID), false
+	case k.Waiting():
+		// A Wait node's pause: it resumes under its id, however long.
+	case !k.EndedAt.IsZero() && (s.Kind == SeenClaim || s.Kind == SeenOutcome || s.Kind == SeenHookStart):
+		return newExecution, fmt.Sprintf("n8n said execution %s had finished; a finished execution presents nothing again", id), true
+	case d.rules.MaxRun > 0 && d.now.Sub(k.LastSeen) > d.rules.MaxRun:
+		return newExecution, fmt.Sprintf("execution %s was last seen %s ago, longer than an execution runs (%s)",
+			id, HumanDuration(d.now.Sub(k.LastSeen), " "), HumanDuration(d.rules.MaxRun, " ")), false
 	}
 	return sameExecution, "", false
 }

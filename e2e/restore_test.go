@@ -27,7 +27,9 @@ import (
 //
 // The service tells executions apart by n8n's start time and end (its
 // hooks here): the new executions are kept as a~2 and b~2, and E's
-// redelivery as b~2 is no Retry of E's holder.
+// redelivery as b~2 is no Retry of E's holder. The service is stopped
+// while b fails and started again: the hooks' late reports of b are b, not
+// a restore, and the real restore is alerted once.
 func (r *run) restoredN8N(t *testing.T) {
 	// The copy is taken with the error workflow published, as it is in
 	// use: the restored n8n publishes it again as it starts. Until then,
@@ -47,9 +49,14 @@ func (r *run) restoredN8N(t *testing.T) {
 	}
 	e := r.newID()
 	a := r.hangingRun(t, e)
+	// The service is away while the Retry fails: the hooks keep b's start
+	// and end and deliver them, in their own order, once it is back. That
+	// b is still the execution the service saw end, not a new one.
+	r.svc.stop(t)
 	r.crm.setMode(crmGarbled)
 	retry := r.n8n.retry(t, a)
 	r.crm.setMode(crmNormal)
+	r.svc = r.svc.restart(t, r.t)
 	if retry.Status != "error" || retry.RetryOf != a {
 		t.Fatalf("the retry of %s is %+v, want a failed retry", a, retry)
 	}
@@ -63,6 +70,15 @@ func (r *run) restoredN8N(t *testing.T) {
 		return "not yet"
 	})
 	before := r.ledger(t, "shop", e)
+	time.Sleep(2 * time.Second) // the outbox would have sent an alert by now
+	if got := r.slack.about("started again"); len(got) != 0 {
+		t.Fatalf("before any restore, an alert says that n8n's execution ids started again: %v", got)
+	}
+	for _, x := range r.ledger(t, "shop", e).Executions {
+		if x.ExecutionID != audit.N8NID(x.ExecutionID) {
+			t.Fatalf("before any restore, the service keeps execution %s as a reused id", x.ExecutionID)
+		}
+	}
 
 	r.n8n.stop(t)
 	r.n8n.restore(t, backup)

@@ -42,7 +42,8 @@ func BenchmarkClaimHTTP(b *testing.B) {
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 				for pb.Next() {
 					i := n.Add(1)
-					body := fmt.Sprintf(`{"source":"bench","event_id":"e-%d","execution_id":"%d"}`, i/2, i)
+					body := fmt.Sprintf(`{"source":"bench","event_id":"e-%d","execution_id":"%d","workflow_id":"wf1",`+
+						`"run_stamp":"%d:1764925200123:b"}`, i/2, i, i)
 					req, _ := http.NewRequest("POST", srv+"/v1/claims", strings.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+testToken)
 					resp, err := client.Do(req)
@@ -50,6 +51,7 @@ func BenchmarkClaimHTTP(b *testing.B) {
 						b.Error(err)
 						return
 					}
+					io.Copy(io.Discard, resp.Body) // read to the end: the connection is kept
 					resp.Body.Close()
 					if resp.StatusCode != http.StatusOK {
 						b.Errorf("status %d", resp.StatusCode)

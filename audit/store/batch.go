@@ -198,8 +198,8 @@ func (b *batcher[Req, Res]) work() {
 }
 
 // execute starts the jobs still wanted and runs them as one transaction; if
-// the transaction fails, each runs alone, so that one bad request cannot
-// fail its neighbours.
+// the transaction fails (and certainly rolled back), each runs alone, so
+// that one bad request cannot fail its neighbours.
 func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 	now := time.Now()
 	live := batch[:0]
@@ -231,15 +231,18 @@ func (b *batcher[Req, Res]) execute(batch []*job[Req, Res]) {
 		b.learn(len(live), time.Since(now))
 	}
 	// A job is set aside only when the transaction that asked for it
-	// committed.
-	if err != nil && len(live) > 1 {
+	// committed. A commit whose answer was lost may have committed: its
+	// jobs are not run again, each is answered unknown.
+	if err != nil && len(live) > 1 && audit.ErrorCode(err) != audit.CodeUnknown {
 		for _, j := range live {
 			if e := b.inTx([]*job[Req, Res]{j}); e != nil {
 				j.err, j.relock = e, false
 			}
 		}
 	} else if err != nil {
-		live[0].err, live[0].relock = err, false
+		for _, j := range live {
+			j.err, j.relock = err, false
+		}
 	}
 	var relock, decided []*job[Req, Res]
 	for _, j := range live {

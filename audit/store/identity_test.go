@@ -381,3 +381,41 @@ func TestContradictionIsEvidence(t *testing.T) {
 		}
 	})
 }
+
+// TestEndedIDFromAnotherWorkflow: n8n said execution 70 of wf1 finished. A
+// claim of a new event by "70" of wf2, without a stamp and with no start
+// time from n8n, is a second n8n sharing ids or a restore the service
+// cannot tell yet: refused, recording nothing, as while 70 ran. With a
+// stamp of its own it is a new execution; granted a new event, its answer
+// does not say "nothing granted" (found by the model test: the end
+// outranked the other workflow, and the note was judged after the grant).
+func TestEndedIDFromAnotherWorkflow(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		clock := audittest.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+		s := audittest.Open(t, dialect, store.Options{Now: clock.Now})
+		ctx := context.Background()
+		start := clock.Now()
+		claim(t, s, "order-1", "70")
+		clock.Advance(time.Second)
+		if _, err := s.RecordHookReports(ctx, []audit.N8NHookReport{{Phase: audit.PhaseEnd, ExecutionID: "70",
+			WorkflowID: "wf1", Mode: "webhook", StartedAt: start, StoppedAt: clock.Now(), Status: "success"}}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		other := audit.ClaimRequest{Source: "shop", EventID: "order-2", ExecutionID: "70", WorkflowID: "wf2"}
+		if r, err := s.Claim(ctx, other); audit.ErrorCode(err) != audit.CodeConflict {
+			t.Errorf("70 of wf2 without a stamp after wf1's 70 ended: %+v, %v; want a conflict", r, err)
+		}
+		if _, err := s.Event(ctx, "shop", "order-2"); audit.ErrorCode(err) != audit.CodeNotFound {
+			t.Errorf("the refused claim recorded its event: %v", err)
+		}
+		other.RunStamp = "70:1796118942000:z"
+		r, err := s.Claim(ctx, other)
+		if err != nil || !r.Process || r.HolderExecutionID != "70~2" {
+			t.Fatalf("70 of wf2 with a stamp of its own: %+v, %v; want claimed by 70~2", r, err)
+		}
+		if strings.Contains(r.LineageNote, "nothing granted") {
+			t.Errorf("a granted claim says %q", r.LineageNote)
+		}
+	})
+}

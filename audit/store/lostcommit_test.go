@@ -153,6 +153,26 @@ func TestLostCommit(t *testing.T) {
 		t.Fatalf("the same claim again: %+v %v, want held (it was recorded)", res, err)
 	}
 
+	// A batch whose commit's answer is lost is not run again claim by
+	// claim (each would find its own claim recorded and be told something
+	// else): each claim of it is answered unknown, and held when sent again.
+	var batch []audit.ClaimRequest
+	for i := range 4 {
+		id := fmt.Sprint(81 + i)
+		batch = append(batch, audit.ClaimRequest{Source: "shop", EventID: "lb" + id, ExecutionID: id, WorkflowID: "wf",
+			RunStamp: id + ":1:b"})
+	}
+	p.armed.Store(true)
+	_, errs := s.ClaimTogether(ctx, batch)
+	for i, req := range batch {
+		if audit.ErrorCode(errs[i]) != audit.CodeUnknown {
+			t.Errorf("claim %s of the batch whose commit's answer was lost: %v, want unknown", req.EventID, errs[i])
+		}
+		if res, err := s.Claim(ctx, req); err != nil || res.Decision != audit.DecisionHeld || !res.Process {
+			t.Errorf("claim %s of the batch again: %+v %v, want held (it was recorded)", req.EventID, res, err)
+		}
+	}
+
 	p.down.Store(true)
 	p.cut()
 	if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "lc2", ExecutionID: "90", WorkflowID: "wf"}); audit.ErrorCode(err) != audit.CodeUnavailable {

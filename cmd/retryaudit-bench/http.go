@@ -61,8 +61,8 @@ func (w *workload) request(kind string) request {
 				return "", "", false
 			}
 			w.reported.put(k)
-			return "/v1/outcomes", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","workflow_id":"wf1","outcome":"done","crm_ref":"CRM-%d"}`,
-				w.run, k, w.run, k, k), true
+			return "/v1/outcomes", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","workflow_id":"wf1","outcome":"done","crm_ref":"CRM-%d","run_stamp":"%s-x%d:1764925200000:b"}`,
+				w.run, k, w.run, k, k, w.run, k), true
 		}
 	case "error":
 		return func(int64) (string, string, bool) {
@@ -77,8 +77,8 @@ func (w *workload) request(kind string) request {
 	return func(int64) (string, string, bool) {
 		k := w.newKey()
 		w.claimed.put(k)
-		return "/v1/claims", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","workflow_id":"wf1","workflow_name":"Orders to CRM","node":"Claim event"}`,
-			w.run, k, w.run, k), true
+		return "/v1/claims", fmt.Sprintf(`{"source":"bench","event_id":"%s-%d","execution_id":"%s-x%d","workflow_id":"wf1","workflow_name":"Orders to CRM","node":"Claim event","run_stamp":"%s-x%d:1764925200000:b"}`,
+			w.run, k, w.run, k, w.run, k), true
 	}
 }
 

@@ -18,6 +18,7 @@ type request func(i int64) (path, body string, ok bool)
 // measured is what one load run saw.
 type measured struct {
 	n        int
+	clients  int
 	byStatus map[int]int
 	lat      []time.Duration // sorted
 	elapsed  time.Duration

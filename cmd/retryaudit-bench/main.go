@@ -5,6 +5,9 @@
 //	retryaudit-bench http      pgbench of the seed's one-statement claim, then the
 //	                           service's HTTP claims, outcomes and error intake,
 //	                           at 1, 8, 32 and 64 clients, on PostgreSQL and SQLite
+//	retryaudit-bench cost      a claim's CPU on PostgreSQL (the service's and
+//	                           PostgreSQL's, from /proc) beside pgbench's per
+//	                           insert; -old alternates an older binary
 //	retryaudit-bench overload  twice the measured claim capacity for a while:
 //	                           every answer must be 200, or 503 with Retry-After
 //	                           within a second
@@ -45,7 +48,7 @@ type options struct {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: retryaudit-bench http|overload [flags]")
+		return fmt.Errorf("usage: retryaudit-bench http|cost|overload [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	var o options
@@ -56,6 +59,8 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&dialects, "db", "postgres,sqlite", "databases")
 	fs.StringVar(&kinds, "kinds", "claim,outcome,error", "what the service is asked: claim, outcome, error")
 	overloadFor := fs.Duration("overload-for", 60*time.Second, "overload: how long twice the capacity is offered")
+	old := fs.String("old", "", "cost: an older retryaudit binary, run alternately with -bin")
+	rounds := fs.Int("rounds", 2, "cost: rounds of each binary")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -76,6 +81,8 @@ func run(ctx context.Context, args []string) error {
 		return benchHTTP(ctx, o)
 	case "overload":
 		return benchOverload(ctx, o, *overloadFor)
+	case "cost":
+		return benchCost(ctx, o, *old, *rounds)
 	}
-	return fmt.Errorf("unknown command %q: http or overload", args[0])
+	return fmt.Errorf("unknown command %q: http, cost or overload", args[0])
 }

@@ -19,7 +19,7 @@ import (
 // other drivers take (a:p,b:q in the host part; read-write is then the
 // default), while clients claim new keys without a pause; the primary is stopped and the replica promoted, as an operator or
 // Patroni would. Claims must resume within 10 s of the stop, every answer
-// must be right or a 503 (nothing recorded, send it again), and every claim
+// must be right or a 503 that says to send it again, and every claim
 // answered must still hold its key on the new primary. Twice: a clean stop
 // with an asynchronous replica, and a crash (pg_ctl stop -m immediate) with a
 // synchronous one — with an asynchronous replica a crash may lose the last
@@ -59,7 +59,7 @@ func TestFailover(t *testing.T) {
 			db.Close()
 
 			svc := startService(t, map[string]string{"RETRYAUDIT_DATABASE_URL": fmt.Sprintf(tc.url, primary.Port, replica.Port),
-				"RETRYAUDIT_TOKEN": "failover-token", "RETRYAUDIT_API_TIMEOUT": "10s"})
+				"RETRYAUDIT_TOKEN": tok("failover-token"), "RETRYAUDIT_API_TIMEOUT": "10s"})
 			c := &claimers{svc: svc, answers: map[string]answer{}}
 			c.start(4)
 			time.Sleep(2 * time.Second) // claims on the primary
@@ -90,6 +90,7 @@ func TestFailover(t *testing.T) {
 // answer is the service's answer to one claim of a new key.
 type answer struct {
 	execution string
+	stamp     string // the run stamp the claim sent, as the shipped workflow makes it
 	code      int
 	decision  string
 	errCode   string
@@ -119,7 +120,7 @@ func (c *claimers) start(n int) {
 				default:
 				}
 				event, exec := fmt.Sprintf("order-%d-%d", g, i), fmt.Sprintf("%d%06d", g+1, i)
-				a := c.claim(event, exec)
+				a := c.claim(event, exec, fmt.Sprintf("%s:%d:fo", exec, time.Now().UnixMilli()))
 				c.mu.Lock()
 				c.answers[event] = a
 				c.mu.Unlock()
@@ -133,11 +134,12 @@ func (c *claimers) stop() { close(c.done); c.wg.Wait() }
 
 // claim sends one claim and reads its answer; a request the service did not
 // answer is code 0.
-func (c *claimers) claim(event, exec string) answer {
-	body := fmt.Sprintf(`{"source":"shop","event_id":%q,"execution_id":%q,"workflow_id":"wf1"}`, event, exec)
+func (c *claimers) claim(event, exec, stamp string) answer {
+	body := fmt.Sprintf(`{"source":"shop","event_id":%q,"execution_id":%q,"workflow_id":"wf1","run_stamp":%q}`,
+		event, exec, stamp)
 	req, _ := http.NewRequest("POST", c.svc.URL+"/v1/claims", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+c.svc.Token)
-	a := answer{execution: exec, sent: time.Now()}
+	a := answer{execution: exec, stamp: stamp, sent: time.Now()}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	a.at = time.Now()
 	if err != nil {
@@ -182,7 +184,8 @@ func (c *claimers) counts() map[string]int {
 }
 
 // verify checks every answer: a new key is claimed, or the answer is a 503
-// that recorded nothing the client relies on. Then it asks again on the new
+// the client may resend: unavailable or busy (nothing recorded), or unknown
+// (the commit's answer was lost with the primary: it may be recorded). Then it asks again on the new
 // primary: a key answered claimed is held by its execution (another
 // execution is told in_progress), and a key answered 503 is the claiming
 // execution's when it sends the same claim again (claimed, or held when the
@@ -192,13 +195,13 @@ func (c *claimers) verify(t *testing.T) {
 	for event, a := range c.answers {
 		switch {
 		case a.code == http.StatusOK && a.decision == "claimed":
-			again := c.claim(event, "9"+a.execution)
+			again := c.claim(event, "9"+a.execution, "9"+a.stamp)
 			if again.code != http.StatusOK || again.decision != "in_progress" {
 				t.Errorf("%s was answered claimed by %s before the failover; another execution's claim after it: %d %s%s (lost?)",
 					event, a.execution, again.code, again.decision, again.errCode)
 			}
-		case a.code == http.StatusServiceUnavailable && (a.errCode == "unavailable" || a.errCode == "busy"):
-			again := c.claim(event, a.execution)
+		case a.code == http.StatusServiceUnavailable && (a.errCode == "unavailable" || a.errCode == "busy" || a.errCode == "unknown"):
+			again := c.claim(event, a.execution, a.stamp)
 			if again.code != http.StatusOK || (again.decision != "claimed" && again.decision != "held") {
 				t.Errorf("%s was answered 503 to %s; its claim sent again: %d %s%s", event, a.execution,
 					again.code, again.decision, again.errCode)

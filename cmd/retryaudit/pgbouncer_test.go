@@ -197,7 +197,7 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 		slack := &slackCounter{posts: map[string]int{}}
 		fake := httptest.NewServer(slack)
 		defer fake.Close()
-		env := map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": "shared-token",
+		env := map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": tok("shared-token"),
 			"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-test", "RETRYAUDIT_SLACK_CHANNEL": "C1", "RETRYAUDIT_SLACK_API_URL": fake.URL}
 		var a, b *service
 		var wg sync.WaitGroup
@@ -267,12 +267,12 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 		}).IsZero() {
 			t.Error("no alert reached Slack")
 		}
-		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": "shared-token"},
+		out, err := runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": tok("shared-token")},
 			"--url", a.URL)
 		if err != nil || strings.Count(out, "ok    drill: ") != 7 {
 			t.Errorf("check --url through the service on pgbouncer: %v\n%s", err, out)
 		}
-		out, err = runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": "shared-token"})
+		out, err = runCheck(t, map[string]string{"RETRYAUDIT_DATABASE_URL": pb.URL("service"), "RETRYAUDIT_TOKEN": tok("shared-token")})
 		if err != nil || !strings.Contains(out, "all checks passed") {
 			t.Errorf("check on pgbouncer: %v\n%s", err, out)
 		}
