@@ -64,7 +64,8 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 		Deliveries int          `db:"deliveries"`
 		CRMRef     string       `db:"crm_ref"`
 	}
-	err := s.get(ctx, s.db, &ev, "read event", s.q.EventReadState, root.Source, root.EventID)
+	key := audit.EventKey{Source: root.Source, EventID: root.EventID}
+	err := s.one(ctx, s.db, &ev, "read event", s.q.EventReadState, key)
 	if isNoRows(err) {
 		a.Resolution = "the event is no longer in the ledger"
 		return a, nil
@@ -74,7 +75,7 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 	}
 	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
 	var last audit.HistoryLine
-	err = s.get(ctx, s.db, &last, "read history", s.q.HistoryReadLastSettlement, root.Source, root.EventID)
+	err = s.one(ctx, s.db, &last, "read history", s.q.HistoryReadLastSettlement, key)
 	switch {
 	case isNoRows(err):
 		return a, nil

@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/jmoiron/sqlx/reflectx"
 	"github.com/retryaudit/retryaudit/audit"
 )
@@ -86,6 +88,9 @@ func nameStart(ch byte) bool { return ch == '_' || ch >= 'a' && ch <= 'z' || ch 
 // struct with db tags, or a map[string]any).
 func (s *Store) args(c compiled, arg any) ([]any, error) {
 	out := make([]any, len(c.names))
+	if len(c.names) == 0 {
+		return out, nil
+	}
 	put := func(i int, v any) {
 		if c.named {
 			v = sql.Named(c.names[i], v)
@@ -113,45 +118,76 @@ func (s *Store) args(c compiled, arg any) ([]any, error) {
 	return out, nil
 }
 
-// namedGet runs a statement with named parameters and scans its one row
-// into dest. It reports whether there was a row.
-func (s *Store) namedGet(ctx context.Context, q any, dest any, op, query string, arg any) (bool, error) {
+// run binds arg to a named statement and runs it on q (the pool or a
+// transaction), prepared, with do. It classifies the errors but
+// sql.ErrNoRows, which it returns unwrapped.
+func (s *Store) run(ctx context.Context, q any, op, query string, arg any, do func(*sqlx.Stmt, string, []any) error) error {
 	c := s.compile(query)
 	args, err := s.args(c, arg)
 	if err != nil {
-		return false, &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
+		return &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
 	}
-	err = s.get(ctx, q, dest, op, c.query, args...)
+	defer s.metrics.Ran(op, time.Now())
+	if err = do(s.prepared(q, c.query), c.query, args); err != nil && !isNoRows(err) {
+		return s.dbError(op, err)
+	}
+	return err
+}
+
+// one runs a statement and scans its one row into dest: sql.ErrNoRows
+// when there is none.
+func (s *Store) one(ctx context.Context, q any, dest any, op, query string, arg any) error {
+	return s.run(ctx, q, op, query, arg, func(st *sqlx.Stmt, query string, args []any) error {
+		if st != nil {
+			return st.GetContext(ctx, dest, args...)
+		}
+		return sqlx.GetContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	})
+}
+
+// namedGet is one that reports whether there was a row.
+func (s *Store) namedGet(ctx context.Context, q any, dest any, op, query string, arg any) (bool, error) {
+	err := s.one(ctx, q, dest, op, query, arg)
 	if isNoRows(err) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// one is namedGet for a statement that always returns a row.
-func (s *Store) one(ctx context.Context, q any, dest any, op, query string, arg any) error {
-	_, err := s.namedGet(ctx, q, dest, op, query, arg)
-	return err
-}
-
-// namedSelect runs a statement with named parameters and scans its rows
-// into dest.
+// namedSelect runs a statement and scans its rows into dest.
 func (s *Store) namedSelect(ctx context.Context, q any, dest any, op, query string, arg any) error {
-	c := s.compile(query)
-	args, err := s.args(c, arg)
-	if err != nil {
-		return &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
-	}
-	return s.selectAll(ctx, q, dest, op, c.query, args...)
+	return s.run(ctx, q, op, query, arg, func(st *sqlx.Stmt, query string, args []any) error {
+		if st != nil {
+			return st.SelectContext(ctx, dest, args...)
+		}
+		return sqlx.SelectContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
+	})
 }
 
-// namedExec runs a statement with named parameters and returns the number
-// of rows it changed.
+// namedExec runs a statement and returns the number of rows it changed.
 func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any) (int64, error) {
-	c := s.compile(query)
-	args, err := s.args(c, arg)
-	if err != nil {
-		return 0, &audit.Error{Code: audit.CodeInternal, Message: op + ": bind", Err: err}
+	var n int64
+	err := s.run(ctx, q, op, query, arg, func(st *sqlx.Stmt, query string, args []any) error {
+		var res sql.Result
+		var err error
+		if st != nil {
+			res, err = st.ExecContext(ctx, args...)
+		} else {
+			res, err = q.(sqlx.ExecerContext).ExecContext(ctx, query, args...)
+		}
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
+	return n, err
+}
+
+// execEach runs statements in turn with one arg, each after the name of its
+// op (op, query, op, query, …), and returns how many rows the last changed.
+func (s *Store) execEach(ctx context.Context, tx *sqlx.Tx, arg any, opQuery ...string) (n int64, err error) {
+	for i := 0; i+1 < len(opQuery) && err == nil; i += 2 {
+		n, err = s.namedExec(ctx, tx, opQuery[i], opQuery[i+1], arg)
 	}
-	return s.exec(ctx, q, op, c.query, args...)
+	return n, err
 }

@@ -9,6 +9,14 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store/driver"
 )
 
+// The .sql files: sql/ where PostgreSQL and SQLite agree, the driver's own
+// sql/ where they differ, a file a table. Each statement follows a line
+// "-- name: Name", the queries field of that name; the comment lines before
+// it document it. Its parameters are named, :name (bind.go). A piece several
+// statements share (the same in both, or written once a driver where the
+// drivers differ) follows a line "-- fragment: name", in any of the files,
+// and "{{name}}" in a statement stands for it.
+//
 //go:embed sql/*.sql
 var sharedFiles embed.FS
 

@@ -23,16 +23,16 @@ func TestEveryDriverHasEveryStatement(t *testing.T) {
 func TestABrokenCatalogueStopsOpen(t *testing.T) {
 	own := postgres.Driver{}.Queries()
 	for name, text := range map[string]string{
-		"a statement named twice":       own + "\n-- name: OutboxLease\nSELECT 1\n",
+		"a statement named twice":       own + "\n-- name: LedgerLock\nSELECT 1\n",
 		"a statement no field names":    own + "\n-- name: NoSuchStatement\nSELECT 1\n",
-		"a field with no statement":     strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLeaseRenamed\n", 1),
+		"a field with no statement":     strings.Replace(own, "-- name: LedgerLock\n", "-- name: LedgerLockRenamed\n", 1),
 		"a statement shared and driven": own + "\n-- name: EventRead\nSELECT 1\n",
 		"a fragment no statement uses":  own + "\n-- fragment: unused\nSELECT 1\n",
-		"a fragment not defined":        strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{nosuch}}\n", 1),
-		"a fragment inside a fragment": strings.Replace(own, "-- name: OutboxLease\n",
-			"-- fragment: outer\n{{counters}}\n\n-- name: OutboxLease\n{{outer}}\n", 1),
+		"a fragment not defined":        strings.Replace(own, "-- name: LedgerLock\n", "-- name: LedgerLock\n{{nosuch}}\n", 1),
+		"a fragment inside a fragment": strings.Replace(own, "-- name: LedgerLock\n",
+			"-- fragment: outer\n{{counters}}\n\n-- name: LedgerLock\n{{outer}}\n", 1),
 		"a fragment defined twice": own + "\n-- fragment: counters\nSELECT 1\n",
-		"a fragment left open":     strings.Replace(own, "-- name: OutboxLease\n", "-- name: OutboxLease\n{{counters\n", 1),
+		"a fragment left open":     strings.Replace(own, "-- name: LedgerLock\n", "-- name: LedgerLock\n{{counters\n", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := loadQueries(text); err == nil {
@@ -155,6 +155,26 @@ func TestEveryStatementIsUsed(t *testing.T) {
 	for i := 0; i < q.NumField(); i++ {
 		if name := q.Field(i).Name; !named[name] {
 			t.Errorf("statement %s: no code runs it", name)
+		}
+	}
+}
+
+// TestNoPositionalPlaceholders: every statement names its parameters
+// (:name, bound by bind.go), so that a call passes them by name and no
+// argument list is kept in step with a statement's order of ?s. A ? outside
+// a string literal or a comment is a positional placeholder.
+func TestNoPositionalPlaceholders(t *testing.T) {
+	literal := regexp.MustCompile(`'[^']*'|--[^\n]*`)
+	for driver, own := range map[string]string{"postgres": postgres.Driver{}.Queries(), "sqlite": sqlite.Driver{}.Queries()} {
+		q, err := loadQueries(own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := reflect.ValueOf(q)
+		for i := 0; i < v.NumField(); i++ {
+			if text := v.Field(i).String(); strings.Contains(literal.ReplaceAllString(text, ""), "?") {
+				t.Errorf("%s: %s has a positional placeholder:\n%s", driver, v.Type().Field(i).Name, text)
+			}
 		}
 	}
 }

@@ -10,15 +10,14 @@ import (
 // (for an execution: "exec:" and its id).
 func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) {
 	var known bool
-	err := s.get(ctx, s.db, &known, "read error",
-		s.q.ErrorKnown, dedupeKey)
+	err := s.one(ctx, s.db, &known, "read error", s.q.ErrorKnown, map[string]any{"dedupe_key": dedupeKey})
 	return known, err
 }
 
 // Error returns one error record with its payload.
 func (s *Store) Error(ctx context.Context, id int64) (audit.N8NErrorRecord, error) {
 	var e audit.N8NErrorRecord
-	err := s.get(ctx, s.db, &e, "read error", s.q.ErrorRead, id)
+	err := s.one(ctx, s.db, &e, "read error", s.q.ErrorRead, map[string]any{"id": id})
 	if isNoRows(err) {
 		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
 	}
@@ -36,7 +35,8 @@ func (s *Store) Errors(ctx context.Context, f audit.N8NErrorFilter) ([]audit.N8N
 		before = 1<<63 - 1
 	}
 	var recs []audit.N8NErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "list errors", s.q.ErrorList, before, f.Kind, f.Kind, f.Limit+1)
+	err := s.namedSelect(ctx, s.db, &recs, "list errors", s.q.ErrorList,
+		map[string]any{"before": before, "kind": f.Kind, "limit": f.Limit + 1})
 	if err != nil || len(recs) <= f.Limit {
 		return recs, 0, err
 	}
@@ -49,8 +49,7 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 		Kind string `db:"kind"`
 		N    int    `db:"n"`
 	}
-	if err := s.selectAll(ctx, s.db, &rows, "count errors",
-		s.q.ErrorCount); err != nil {
+	if err := s.namedSelect(ctx, s.db, &rows, "count errors", s.q.ErrorCount, nil); err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
@@ -63,6 +62,6 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 // ExecutionErrors returns the errors of one execution.
 func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.N8NErrorRecord, error) {
 	var recs []audit.N8NErrorRecord
-	err := s.selectAll(ctx, s.db, &recs, "read errors", s.q.ErrorListOfExecution, id)
+	err := s.namedSelect(ctx, s.db, &recs, "read errors", s.q.ErrorListOfExecution, map[string]any{"execution_id": id})
 	return recs, err
 }

@@ -78,7 +78,7 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, kind, workflowID, no
 	if err != nil || opened {
 		return g, opened, err
 	}
-	err = s.get(ctx, tx, &g, "read alert group", s.q.GroupRead, g.Key)
+	err = s.one(ctx, tx, &g, "read alert group", s.q.GroupRead, map[string]any{"key": g.Key})
 	return g, false, err
 }
 
@@ -88,7 +88,7 @@ func (s *Store) joinGroup(ctx context.Context, tx *sqlx.Tx, kind, workflowID, no
 // of their own: it will count them.
 func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a audit.Alert, now, due time.Time) error {
 	var waiting bool
-	if err := s.get(ctx, tx, &waiting, "read outbox", s.q.OutboxPendingInThread, g.Thread); err != nil {
+	if err := s.one(ctx, tx, &waiting, "read outbox", s.q.OutboxPendingInThread, map[string]any{"thread": g.Thread}); err != nil {
 		return err
 	}
 	if waiting {
@@ -111,7 +111,7 @@ func (s *Store) repeatInGroup(ctx context.Context, tx *sqlx.Tx, g alertGroup, a 
 // details. A count of 0 means every error of the group was linked since.
 func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, error) {
 	var g alertGroup
-	err := s.get(ctx, s.db, &g, "read alert group", s.q.GroupRead, a.Group)
+	err := s.one(ctx, s.db, &g, "read alert group", s.q.GroupRead, map[string]any{"key": a.Group})
 	if isNoRows(err) {
 		return a, nil // the group was replaced: the alert stands as written
 	}
@@ -121,21 +121,19 @@ func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, err
 	if a.GroupFrom.IsZero() {
 		a.GroupFrom, a.GroupUntil = g.OpenedAt, g.ClosesAt
 	}
-	args := []any{g.Kind, g.WorkflowID, g.Node, s.t(a.GroupFrom), s.t(a.GroupUntil)}
-	if err := s.get(ctx, s.db, &a.Count, "count group", s.q.GroupCount, args...); err != nil {
+	var ends []struct { // the first and the last, one when they are one
+		audit.N8NErrorRecord
+		N int `db:"n"`
+	}
+	if err := s.namedSelect(ctx, s.db, &ends, "read group", s.q.GroupErrors, map[string]any{"kind": g.Kind,
+		"workflow_id": g.WorkflowID, "node": g.Node, "from": s.t(a.GroupFrom), "until": s.t(a.GroupUntil)}); err != nil {
 		return a, err
 	}
-	if a.Count == 0 {
+	if a.Count = 0; len(ends) == 0 {
 		return a, nil
 	}
-	var first, last audit.N8NErrorRecord
-	if err := s.get(ctx, s.db, &first, "read group", s.q.GroupFirst, args...); err != nil {
-		return a, err
-	}
-	if err := s.get(ctx, s.db, &last, "read group", s.q.GroupLast, args...); err != nil {
-		return a, err
-	}
-	a.FirstAt, a.LastAt = first.ReceivedAt, last.ReceivedAt
+	first, last := ends[0], ends[len(ends)-1]
+	a.Count, a.FirstAt, a.LastAt = last.N, first.ReceivedAt, last.ReceivedAt
 	a.ErrorID, a.ExecutionID, a.RetryOf, a.Message = last.ID, last.ExecutionID, last.RetryOf, last.Message
 	a.WorkflowName, a.N8NURL = last.WorkflowName, last.URL
 	return a, nil

@@ -39,7 +39,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 // State returns a value a background job kept, or "" when none is kept.
 func (s *Store) State(ctx context.Context, name string) (string, error) {
 	var v string
-	err := s.get(ctx, s.db, &v, "read state", s.q.StateRead, name)
+	err := s.one(ctx, s.db, &v, "read state", s.q.StateRead, map[string]any{"name": name})
 	if isNoRows(err) {
 		return "", nil
 	}

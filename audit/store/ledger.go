@@ -306,7 +306,7 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 		audit.EventKey
 		Holder string `db:"holder_execution_id"`
 	}
-	if err := s.selectAll(ctx, s.db, &keys, "find stale entries", s.q.EventFindStale, s.t(cutoff)); err != nil {
+	if err := s.namedSelect(ctx, s.db, &keys, "find stale entries", s.q.EventFindStale, map[string]any{"cutoff": s.t(cutoff)}); err != nil {
 		return 0, err
 	}
 	n := 0

@@ -15,16 +15,11 @@ import (
 // right before sending it, and renews the lease while the send runs.
 func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Duration, limit int) ([]audit.OutboxRow, error) {
 	now := s.now()
-	query, args, err := sqlx.Named(s.q.OutboxLease, map[string]any{
-		"owner": owner, "until": s.t(now.Add(lease)), "now": s.t(now), "limit": limit,
-	})
-	if err != nil {
-		return nil, &audit.Error{Code: audit.CodeInternal, Message: "bind lease", Err: err}
-	}
+	arg := map[string]any{"owner": owner, "until": s.t(now.Add(lease)), "now": s.t(now), "limit": limit}
 	var rows []audit.OutboxRow
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		rows = nil
-		return s.selectAll(ctx, tx, &rows, "lease outbox", query, args...)
+		return s.namedSelect(ctx, tx, &rows, "lease outbox", s.q.OutboxLease, arg)
 	})
 	return rows, err
 }
@@ -93,7 +88,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id int64, owner string, d audi
 // be sent: the first message needs bringing up to date only once.
 func (s *Store) Superseded(ctx context.Context, row audit.OutboxRow) (bool, error) {
 	var later bool
-	err := s.get(ctx, s.db, &later, "read outbox", s.q.OutboxRefreshWaits, row.ThreadKey, row.ID)
+	err := s.one(ctx, s.db, &later, "read outbox", s.q.OutboxRefreshWaits, map[string]any{"thread": row.ThreadKey, "id": row.ID})
 	return later, err
 }
 
@@ -101,13 +96,12 @@ func (s *Store) Superseded(ctx context.Context, row audit.OutboxRow) (bool, erro
 // queue.
 func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 	var st audit.Stats
-	if err := s.get(ctx, s.db, &st.OutboxDepth, "count outbox",
-		s.q.OutboxCount); err != nil {
+	if err := s.one(ctx, s.db, &st.OutboxDepth, "count outbox", s.q.OutboxCount, nil); err != nil {
 		return st, err
 	}
 	if st.OutboxDepth > 0 {
 		var row audit.OutboxRow
-		err := s.get(ctx, s.db, &row, "read outbox", s.q.OutboxReadOldestPending)
+		err := s.one(ctx, s.db, &row, "read outbox", s.q.OutboxReadOldestPending, nil)
 		if err != nil && !isNoRows(err) {
 			return st, err
 		}
@@ -116,13 +110,13 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 		}
 		if st.OutboxOldestAge > audit.HeldBackAfter {
 			st.HeldBackError = row.LastError
-			if err := s.get(ctx, s.db, &st.HeldBack, "count outbox", s.q.OutboxCountHeldBack,
-				s.t(s.now().Add(-audit.HeldBackAfter))); err != nil {
+			if err := s.one(ctx, s.db, &st.HeldBack, "count outbox", s.q.OutboxCountHeldBack,
+				map[string]any{"before": s.t(s.now().Add(-audit.HeldBackAfter))}); err != nil {
 				return st, err
 			}
 		}
 	}
-	err := s.get(ctx, s.db, &st.ReviewQueue, "count review queue", s.q.EventCountInReview, s.t(s.reviewCutoff()))
+	err := s.one(ctx, s.db, &st.ReviewQueue, "count review queue", s.q.EventCountInReview, map[string]any{"cutoff": s.t(s.reviewCutoff())})
 	return st, err
 }
 
@@ -130,7 +124,7 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 // a message whose audit URL is too long for Slack names the row.
 func (s *Store) OutboxEvent(ctx context.Context, id int64) (audit.EventKey, error) {
 	var k audit.EventKey
-	err := s.get(ctx, s.db, &k, "read outbox", s.q.OutboxReadEvent, id)
+	err := s.one(ctx, s.db, &k, "read outbox", s.q.OutboxReadEvent, map[string]any{"id": id})
 	if isNoRows(err) {
 		return k, audit.Errorf(audit.CodeNotFound, "no alert %d about an event", id)
 	}

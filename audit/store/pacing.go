@@ -22,7 +22,7 @@ func (s *Store) ClaimSlot(ctx context.Context, channel string, interval time.Dur
 		if err != nil || took {
 			return err
 		}
-		return s.get(ctx, tx, &next, "read channel slot", s.q.ChannelReadSlot, channel)
+		return s.one(ctx, tx, &next, "read channel slot", s.q.ChannelReadSlot, map[string]any{"channel": channel})
 	})
 	return took, next, err
 }

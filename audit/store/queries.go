@@ -6,126 +6,39 @@ package store
 // files, or one that no field names, stops Open: a broken catalogue fails at
 // start, not at the first request.
 type queries struct {
-	LedgerLock                          string
-	LedgerWrite                         string
-	ChannelClaimSlot                    string
-	ChannelPause                        string
-	ChannelReadSlot                     string
-	ErrorBatchInsert                    string
-	ErrorCount                          string
-	ErrorCountOfEvent                   string
-	ErrorDeleteScratch                  string
-	ErrorDropPayloads                   string
-	ErrorFindUnlinked                   string
-	ErrorKnown                          string
-	ErrorList                           string
-	ErrorListOfEvent                    string
-	ErrorListOfExecution                string
-	ErrorMerge                          string
-	ErrorPrune                          string
-	ErrorPruneOfEvent                   string
-	ErrorRead                           string
-	ErrorRelinkOfEvent                  string
-	EventCount                          string
-	EventCountInReview                  string
-	EventCountInReviewByWorkflow        string
-	EventCountUniqueKeys                string
-	EventDeleteScratch                  string
-	EventExecutionCount                 string
-	EventExecutionList                  string
-	EventExecutionReadTouched           string
-	EventFindDone                       string
-	EventFindStale                      string
-	EventList                           string
-	EventPrune                          string
-	EventRead                           string
-	EventReadState                      string
-	ExecutionDeleteScratch              string
-	ExecutionPrune                      string
-	ExecutionRead                       string
-	ExecutionReadRetries                string
-	ExecutionWorkflowOf                 string
-	GroupCount                          string
-	GroupFirst                          string
-	GroupJoin                           string
-	GroupLast                           string
-	GroupPrune                          string
-	GroupRead                           string
-	GroupSpaceReplies                   string
-	HistoryCount                        string
-	HistoryReadLastSettlement           string
-	HistoryReadPage                     string
-	HistoryReadRefusedReports           string
-	HistoryReadReviewQueue              string
-	HistoryReadReviewStart              string
-	ItemList                            string
-	LeaseRelease                        string
-	LeaseTake                           string
-	OutboxCount                         string
-	OutboxCountAlertsByKind             string
-	OutboxCountHeldBack                 string
-	OutboxCountThreadMessages           string
-	OutboxDeleteScratch                 string
-	OutboxFinish                        string
-	OutboxLease                         string
-	OutboxPendingInThread               string
-	OutboxPruneOfErrors                 string
-	OutboxPruneOfEvent                  string
-	OutboxQueueAgain                    string
-	OutboxReadAlerts                    string
-	OutboxReadEvent                     string
-	OutboxReadOldestPending             string
-	OutboxReadRootRow                   string
-	OutboxRefreshWaits                  string
-	OutboxRelease                       string
-	OutboxRenewLease                    string
-	OutboxWaitingAlerts                 string
-	OutboxWrite                         string
-	OverviewByWorkflow                  string
-	OverviewDays                        string
-	OverviewHours                       string
-	OverviewInReview                    string
-	OverviewSnapshot                    string
-	RedactReadAlertGroupsNode           string
-	RedactReadEventHistoryMessage       string
-	RedactReadEventHistoryNode          string
-	RedactReadEventHistoryWorkflowName  string
-	RedactReadExecutionsN8nUrl          string
-	RedactReadExecutionsWorkflowName    string
-	RedactReadN8nErrorsMessage          string
-	RedactReadN8nErrorsN8nUrl           string
-	RedactReadN8nErrorsNode             string
-	RedactReadN8nErrorsPayload          string
-	RedactReadN8nErrorsWorkflowName     string
-	RedactReadOutboxPayload             string
-	RedactWriteAlertGroupsNode          string
-	RedactWriteEventHistoryMessage      string
-	RedactWriteEventHistoryNode         string
-	RedactWriteEventHistoryWorkflowName string
-	RedactWriteExecutionsN8nUrl         string
-	RedactWriteExecutionsWorkflowName   string
-	RedactWriteN8nErrorsMessage         string
-	RedactWriteN8nErrorsN8nUrl          string
-	RedactWriteN8nErrorsNode            string
-	RedactWriteN8nErrorsPayload         string
-	RedactWriteN8nErrorsWorkflowName    string
-	RedactWriteOutboxPayload            string
-	ResolutionRead                      string
-	ResolutionRecord                    string
-	StateChanged                        string
-	StateCreateSecret                   string
-	StateRead                           string
-	StateWrite                          string
-	StatsAdd                            string
-	StatsDeleteFoldedHours              string
-	StatsDeleteMergedShards             string
-	StatsFoldHours                      string
-	StatsForgetOldDays                  string
-	StatsMergeShards                    string
-	StatsReadOldHours                   string
-	ThreadPruneOfErrors                 string
-	ThreadPruneOfEvent                  string
-	ThreadPruneOfGroups                 string
-	ThreadReadRoot                      string
-	ThreadSave                          string
+	// ledger.sql
+	LedgerLock, LedgerWrite string
+	// events.sql
+	EventCount, EventCountInReview, EventCountInReviewByWorkflow, EventCountUniqueKeys                  string
+	EventDeleteScratch, EventFindDone, EventFindStale, EventList, EventPrune, EventRead, EventReadState string
+	ItemList                                                                                            string
+	// executions.sql
+	EventExecutionCount, EventExecutionList, EventExecutionReadTouched, ExecutionDeleteScratch string
+	ExecutionPrune, ExecutionRead, ExecutionReadRetries, ExecutionWorkflowOf                   string
+	// history.sql
+	HistoryCount, HistoryReadLastSettlement, HistoryReadPage, HistoryReadRefusedReports string
+	HistoryReadReviewQueue, HistoryReadReviewStart                                      string
+	// errors.sql
+	ErrorBatchInsert, ErrorCount, ErrorCountOfEvent, ErrorDeleteScratch, ErrorDropPayloads       string
+	ErrorFindUnlinked, ErrorKnown, ErrorList, ErrorListOfEvent, ErrorListOfExecution, ErrorMerge string
+	ErrorPrune, ErrorPruneOfEvent, ErrorRead, ErrorRelinkOfEvent                                 string
+	// groups.sql
+	GroupErrors, GroupJoin, GroupPrune, GroupRead, GroupSpaceReplies string
+	// outbox.sql
+	ChannelClaimSlot, ChannelPause, ChannelReadSlot, OutboxCount, OutboxCountAlertsByKind              string
+	OutboxCountHeldBack, OutboxCountThreadMessages, OutboxDeleteScratch, OutboxFinish, OutboxLease     string
+	OutboxPendingInThread, OutboxPruneOfErrors, OutboxPruneOfEvent, OutboxQueueAgain, OutboxReadAlerts string
+	OutboxReadEvent, OutboxReadOldestPending, OutboxReadRootRow, OutboxRefreshWaits, OutboxRelease     string
+	OutboxRenewLease, OutboxWaitingAlerts, OutboxWrite, ThreadPruneOfErrors, ThreadPruneOfEvent        string
+	ThreadPruneOfGroups, ThreadReadRoot, ThreadSave                                                    string
+	// stats.sql
+	OverviewByWorkflow, OverviewDays, OverviewHours, OverviewInReview, OverviewSnapshot, ResolutionRead string
+	ResolutionRecord, StatsAdd, StatsDeleteFoldedHours, StatsDeleteMergedShards, StatsFoldHours         string
+	StatsForgetOldDays, StatsMergeShards, StatsReadOldHours                                             string
+	// service.sql
+	LeaseRelease, LeaseTake, StateChanged, StateCreateSecret, StateRead, StateWrite string
+	// redaction.sql
+	RedactReadAlertGroups, RedactReadEventHistory, RedactReadExecutions, RedactReadN8nErrors string
+	RedactReadOutbox, RedactWriteAlertGroups, RedactWriteEventHistory, RedactWriteExecutions string
+	RedactWriteN8nErrors, RedactWriteOutbox                                                  string
 }

@@ -16,6 +16,16 @@ func (s *Store) Event(ctx context.Context, source, eventID string) (audit.EventD
 	return s.EventPage(ctx, source, eventID, audit.HistoryPage{})
 }
 
+// eventArgs are the parameters of an event's reads.
+type eventArgs struct {
+	Source  string `db:"source"`
+	EventID string `db:"event_id"`
+	Cutoff  any    `db:"cutoff"` // processing since before it: in review
+	Thread  string `db:"thread"`
+	Before  int64  `db:"before"` // a page of history: the lines before this id
+	Limit   int    `db:"limit"`
+}
+
 // EventPage is Event with the page of history that p selects.
 func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.HistoryPage) (audit.EventDetail, error) {
 	var d audit.EventDetail
@@ -35,50 +45,37 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 		defer ptx.Rollback()
 		tx = ptx
 	}
-	err := s.get(ctx, tx, &d.Event, "read event", s.q.EventRead,
-		s.t(s.reviewCutoff()), source, eventID)
+	arg := eventArgs{Source: source, EventID: eventID, Cutoff: s.t(s.reviewCutoff()),
+		Thread: audit.EventThread(source, eventID), Limit: audit.MaxListed}
+	err := s.one(ctx, tx, &d.Event, "read event", s.q.EventRead, arg)
 	if isNoRows(err) {
 		return d, audit.Errorf(audit.CodeNotFound, "no event %s/%s", source, eventID)
 	}
 	if err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Items, "read items", s.q.ItemList,
-		source, eventID); err != nil {
-		return d, err
+	for _, r := range []struct {
+		dest      any
+		op, query string
+	}{{&d.Items, "read items", s.q.ItemList}, {&d.Executions, "read executions", s.q.EventExecutionList},
+		{&d.Errors, "read errors", s.q.ErrorListOfEvent}, {&d.Alerts, "read alerts", s.q.OutboxReadAlerts}} {
+		if err := s.namedSelect(ctx, tx, r.dest, r.op, r.query, arg); err != nil {
+			return d, err
+		}
 	}
 	if err := s.historyPage(ctx, tx, &d, p); err != nil {
 		return d, err
 	}
-	if err := s.selectAll(ctx, tx, &d.Executions, "read executions", s.q.EventExecutionList,
-		source, eventID, audit.MaxListed); err != nil {
-		return d, err
-	}
-	if err := s.selectAll(ctx, tx, &d.Errors, "read errors", s.q.ErrorListOfEvent, source, eventID, audit.MaxListed); err != nil {
-		return d, err
-	}
-	if err := s.selectAll(ctx, tx, &d.Alerts, "read alerts", s.q.OutboxReadAlerts, audit.EventThread(source, eventID), audit.MaxListed); err != nil {
-		return d, err
-	}
 	d.ExecutionsTotal, d.ErrorsTotal, d.AlertsTotal = len(d.Executions), len(d.Errors), len(d.Alerts)
 	for _, c := range []struct {
-		n     *int
-		query string
-		arg   string
-	}{
-		{&d.ExecutionsTotal, s.q.EventExecutionCount, eventID},
-		{&d.ErrorsTotal, s.q.ErrorCountOfEvent, eventID},
-	} {
+		n         *int
+		op, query string
+	}{{&d.ExecutionsTotal, "count", s.q.EventExecutionCount}, {&d.ErrorsTotal, "count", s.q.ErrorCountOfEvent},
+		{&d.AlertsTotal, "count alerts", s.q.OutboxCountThreadMessages}} {
 		if *c.n == audit.MaxListed {
-			if err := s.get(ctx, tx, c.n, "count", c.query, source, c.arg); err != nil {
+			if err := s.one(ctx, tx, c.n, c.op, c.query, arg); err != nil {
 				return d, err
 			}
-		}
-	}
-	if d.AlertsTotal == audit.MaxListed {
-		if err := s.get(ctx, tx, &d.AlertsTotal, "count alerts", s.q.OutboxCountThreadMessages,
-			audit.EventThread(source, eventID)); err != nil {
-			return d, err
 		}
 	}
 	return d, nil
@@ -91,6 +88,24 @@ func (s *Store) ReviewAfter() time.Duration { return s.reviewAfter }
 
 // far is later than any row's time: the first page's cursor.
 var far = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// listArgs are EventList's parameters: the cursor (at, after_source,
+// after_id) and the filters, an empty one or 0 none.
+type listArgs struct {
+	Cutoff       any    `db:"cutoff"`
+	At           any    `db:"at"`
+	AfterSource  string `db:"after_source"`
+	AfterID      string `db:"after_id"`
+	Source       string `db:"source"`
+	Status       string `db:"status"`
+	Prefix       string `db:"prefix"`
+	PrefixLen    int    `db:"prefix_len"`
+	Instance     string `db:"instance"`
+	InstanceLike string `db:"instance_like"`
+	OlderThan    any    `db:"older_than"`
+	Review       int    `db:"review"`
+	Limit        int    `db:"limit"`
+}
 
 // Events lists events by last activity, newest first, with keyset
 // pagination: the cursor is the last row's (last_seen_at, source,
@@ -119,12 +134,11 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 		review = 1
 	}
 	var events []audit.Event
-	err := s.selectAll(ctx, s.db, &events, "list events", s.q.EventList,
-		s.t(s.reviewCutoff()), s.t(curAt), curSource, curID,
-		f.Source, f.Source, string(f.Status), string(f.Status),
-		f.Prefix, len([]rune(f.Prefix)), f.Prefix,
-		f.Instance, f.Instance, "%"+audit.InstanceSep+f.Instance,
-		s.t(olderThan), review, s.t(s.reviewCutoff()), f.Limit+1)
+	err := s.namedSelect(ctx, s.db, &events, "list events", s.q.EventList, listArgs{
+		Cutoff: s.t(s.reviewCutoff()), At: s.t(curAt), AfterSource: curSource, AfterID: curID,
+		Source: f.Source, Status: string(f.Status), Prefix: f.Prefix, PrefixLen: len([]rune(f.Prefix)),
+		Instance: f.Instance, InstanceLike: "%" + audit.InstanceSep + f.Instance,
+		OlderThan: s.t(olderThan), Review: review, Limit: f.Limit + 1})
 	if err != nil {
 		return audit.EventPage{}, err
 	}
@@ -140,8 +154,8 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 // ReviewQueue returns the entries waiting for a person, oldest first.
 func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]audit.Event, error) {
 	var events []audit.Event
-	cutoff := s.t(s.reviewCutoff())
-	err := s.selectAll(ctx, s.db, &events, "read review queue", s.q.HistoryReadReviewQueue, cutoff, limit)
+	err := s.namedSelect(ctx, s.db, &events, "read review queue", s.q.HistoryReadReviewQueue,
+		map[string]any{"cutoff": s.t(s.reviewCutoff()), "limit": limit})
 	return events, err
 }
 
@@ -151,8 +165,7 @@ func (s *Store) StatusCounts(ctx context.Context) (map[audit.Status]int, error) 
 		Status audit.Status `db:"status"`
 		N      int          `db:"n"`
 	}
-	if err := s.selectAll(ctx, s.db, &rows, "count events",
-		s.q.EventCount); err != nil {
+	if err := s.namedSelect(ctx, s.db, &rows, "count events", s.q.EventCount, nil); err != nil {
 		return nil, err
 	}
 	counts := map[audit.Status]int{}
@@ -172,8 +185,8 @@ func encodeCursor(at time.Time, source, eventID string) string {
 // reports.
 func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
 	var lines []audit.HistoryLine
-	if err := s.selectAll(ctx, q, &lines, "read history", s.q.HistoryReadPage,
-		d.Source, d.EventID, p.Before, p.Limit+1); err != nil {
+	arg := eventArgs{Source: d.Source, EventID: d.EventID, Before: p.Before, Limit: p.Limit + 1}
+	if err := s.namedSelect(ctx, q, &lines, "read history", s.q.HistoryReadPage, arg); err != nil {
 		return err
 	}
 	if len(lines) > p.Limit {
@@ -186,7 +199,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 		Kind string `db:"kind"`
 		N    int    `db:"n"`
 	}
-	if err := s.selectAll(ctx, q, &counts, "count history", s.q.HistoryCount, d.Source, d.EventID); err != nil {
+	if err := s.namedSelect(ctx, q, &counts, "count history", s.q.HistoryCount, arg); err != nil {
 		return err
 	}
 	d.HistoryCounts = map[string]int{}
@@ -197,8 +210,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 	if d.HistoryCounts[audit.KindNotHolder] == 0 {
 		return nil
 	}
-	if err := s.selectAll(ctx, q, &d.Refused, "read refused reports", s.q.HistoryReadRefusedReports,
-		d.Source, d.EventID, audit.KindNotHolder); err != nil {
+	if err := s.namedSelect(ctx, q, &d.Refused, "read refused reports", s.q.HistoryReadRefusedReports, arg); err != nil {
 		return err
 	}
 	slices.Reverse(d.Refused)
@@ -212,7 +224,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	if err := audit.ValidateExecutionID(id); err != nil {
 		return x, nil, nil, err
 	}
-	err := s.get(ctx, s.db, &x, "read execution", s.q.ExecutionRead, id)
+	err := s.one(ctx, s.db, &x, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": id})
 	if isNoRows(err) {
 		return x, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
 	}
@@ -224,7 +236,7 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 	for parent := x.RetryOf; parent != "" && !seen[parent] && len(up) < audit.MaxChain; {
 		seen[parent] = true
 		var e audit.Execution
-		err := s.get(ctx, s.db, &e, "read execution", s.q.ExecutionRead, parent)
+		err := s.one(ctx, s.db, &e, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": parent})
 		if isNoRows(err) {
 			e = audit.Execution{ID: parent, Note: "not seen by the service"}
 		} else if err != nil {
@@ -234,13 +246,13 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audi
 		parent = e.RetryOf
 	}
 	var down []audit.Execution
-	err = s.selectAll(ctx, s.db, &down, "read retries", s.q.ExecutionReadRetries, id)
+	err = s.namedSelect(ctx, s.db, &down, "read retries", s.q.ExecutionReadRetries, map[string]any{"execution_id": id})
 	return x, up, down, err
 }
 
 // ExecutionEvents returns the events an execution touched.
 func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]audit.TouchedEvent, error) {
 	var out []audit.TouchedEvent
-	err := s.selectAll(ctx, s.db, &out, "read touched events", s.q.EventExecutionReadTouched, id)
+	err := s.namedSelect(ctx, s.db, &out, "read touched events", s.q.EventExecutionReadTouched, map[string]any{"execution_id": id})
 	return out, err
 }

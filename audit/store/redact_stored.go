@@ -8,33 +8,33 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// storedColumn is one column that holds text from n8n: the statements that
-// read and write it (sql/redaction.sql), whether its key is a number, and how to
-// redact it.
-type storedColumn struct {
-	read, redact string
-	numericKey   bool
-	json         int // 0 text; 1 n8n's payload, by structure; 2 our own JSON, its strings only
+// storedTable is a table that holds text from n8n: the statements that read
+// and write it (sql/redaction.sql), whether its key is a number, and how its
+// payload is redacted (1 n8n's, by structure; 2 our own JSON, its strings
+// only).
+type storedTable struct {
+	read, write string
+	numericKey  bool
+	payload     int
 }
 
-// storedText lists the columns that hold text from n8n.
-func (q queries) storedText() []storedColumn {
-	return []storedColumn{
-		{q.RedactReadN8nErrorsMessage, q.RedactWriteN8nErrorsMessage, true, 0},
-		{q.RedactReadN8nErrorsN8nUrl, q.RedactWriteN8nErrorsN8nUrl, true, 0},
-		{q.RedactReadN8nErrorsPayload, q.RedactWriteN8nErrorsPayload, true, 1},
-		{q.RedactReadN8nErrorsWorkflowName, q.RedactWriteN8nErrorsWorkflowName, true, 0},
-		{q.RedactReadN8nErrorsNode, q.RedactWriteN8nErrorsNode, true, 0},
-		{q.RedactReadEventHistoryMessage, q.RedactWriteEventHistoryMessage, true, 0},
-		{q.RedactReadEventHistoryWorkflowName, q.RedactWriteEventHistoryWorkflowName, true, 0},
-		{q.RedactReadEventHistoryNode, q.RedactWriteEventHistoryNode, true, 0},
-		{q.RedactReadExecutionsN8nUrl, q.RedactWriteExecutionsN8nUrl, false, 0},
-		{q.RedactReadExecutionsWorkflowName, q.RedactWriteExecutionsWorkflowName, false, 0},
-		// The group's key is a hash of the node's name as it was: an open
-		// group keeps its thread, the next error opens a new one.
-		{q.RedactReadAlertGroupsNode, q.RedactWriteAlertGroupsNode, false, 0},
-		{q.RedactReadOutboxPayload, q.RedactWriteOutboxPayload, true, 2},
-	}
+// storedText lists the tables that hold text from n8n.
+func (q queries) storedText() []storedTable {
+	return []storedTable{{q.RedactReadN8nErrors, q.RedactWriteN8nErrors, true, 1},
+		{q.RedactReadEventHistory, q.RedactWriteEventHistory, true, 0},
+		{q.RedactReadExecutions, q.RedactWriteExecutions, false, 0},
+		{q.RedactReadAlertGroups, q.RedactWriteAlertGroups, false, 0}, {q.RedactReadOutbox, q.RedactWriteOutbox, true, 2}}
+}
+
+// storedRow is a row of a storedTable: its key and its columns of n8n text
+// (empty where the table has none).
+type storedRow struct {
+	Key          string `db:"k"`
+	Message      string `db:"message"`
+	URL          string `db:"n8n_url"`
+	Payload      string `db:"payload"`
+	WorkflowName string `db:"workflow_name"`
+	Node         string `db:"node"`
 }
 
 // RedactStored redacts, with today's rules, the n8n text that an earlier
@@ -49,17 +49,14 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	changed := 0
-	for _, c := range s.q.storedText() {
+	for _, t := range s.q.storedText() {
 		last := ""
-		if c.numericKey {
+		if t.numericKey {
 			last = "0"
 		}
 		for {
-			var rows []struct {
-				Key   string `db:"k"`
-				Value string `db:"v"`
-			}
-			if err := s.selectAll(ctx, s.db, &rows, "read stored text", c.read, last); err != nil {
+			var rows []storedRow
+			if err := s.namedSelect(ctx, s.db, &rows, "read stored text", t.read, map[string]any{"after": last}); err != nil {
 				return changed, err
 			}
 			if len(rows) == 0 {
@@ -67,14 +64,24 @@ func (s *Store) RedactStored(ctx context.Context) (int, error) {
 			}
 			err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 				for _, r := range rows {
-					v := redactStoredValue(s.redact, r.Value, c.json)
-					if v == r.Value {
+					arg, n := map[string]any{"k": r.Key}, 0 // a column left NULL is left as it is
+					for _, c := range []struct {
+						name, v string
+						kind    int
+					}{{"message", r.Message, 0}, {"n8n_url", r.URL, 0}, {"payload", r.Payload, t.payload},
+						{"workflow_name", r.WorkflowName, 0}, {"node", r.Node, 0}} {
+						arg[c.name] = nil
+						if v := redactStoredValue(s.redact, c.v, c.kind); v != c.v {
+							arg[c.name], n = v, n+1
+						}
+					}
+					if n == 0 {
 						continue
 					}
-					if _, err := s.exec(ctx, tx, "redact stored text", c.redact, v, r.Key); err != nil {
+					if _, err := s.namedExec(ctx, tx, "redact stored text", t.write, arg); err != nil {
 						return err
 					}
-					changed++
+					changed += n
 				}
 				return nil
 			})

@@ -7,10 +7,6 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// resendable selects the rows a configuration change can make sendable.
-const resendable = `created_at >= :since AND (state = 'unconfigured'
-	OR (state = 'dead' AND last_error LIKE :config_errors))`
-
 const fingerprintState = "slack.fingerprint"
 
 // ResendAfterChange records the fingerprint of the Slack configuration (a
@@ -44,8 +40,7 @@ func (s *Store) ResendAfterChange(ctx context.Context, fingerprint string) (int,
 // whose fingerprint is given.
 func (s *Store) WaitingAlerts(ctx context.Context, fingerprint string) (audit.Waiting, error) {
 	var w audit.Waiting
-	if err := s.get(ctx, s.db, &w.Pending, "count outbox",
-		s.q.OutboxCount); err != nil {
+	if err := s.one(ctx, s.db, &w.Pending, "count outbox", s.q.OutboxCount, nil); err != nil {
 		return w, err
 	}
 	stored, err := s.State(ctx, fingerprintState)

@@ -24,22 +24,16 @@ func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (aud
 	var p audit.Pruned
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		p = audit.Pruned{}
-		var err error
-		if p.Events, err = s.pruneEvents(ctx, tx, before); err != nil {
-			return err
-		}
-		if p.Errors, err = s.pruneUnlinked(ctx, tx, before); err != nil {
-			return err
-		}
 		arg := map[string]any{"before": s.t(before), "batch": retentionBatch}
-		for _, st := range []struct{ op, query string }{
-			{"prune group threads", s.q.ThreadPruneOfGroups}, {"prune alert groups", s.q.GroupPrune},
-		} {
-			if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
-				return err
-			}
+		var err error
+		if p.Events, err = s.pruneEvents(ctx, tx, arg); err != nil {
+			return err
 		}
-		if p.Executions, err = s.namedExec(ctx, tx, "prune executions", s.q.ExecutionPrune, arg); err != nil {
+		if p.Errors, err = s.pruneUnlinked(ctx, tx, arg); err != nil {
+			return err
+		}
+		if p.Executions, err = s.execEach(ctx, tx, arg, "prune group threads", s.q.ThreadPruneOfGroups,
+			"prune alert groups", s.q.GroupPrune, "prune executions", s.q.ExecutionPrune); err != nil {
 			return err
 		}
 		arg["before"] = s.t(payloadBefore)
@@ -49,27 +43,18 @@ func (s *Store) Prune(ctx context.Context, before, payloadBefore time.Time) (aud
 	return p, err
 }
 
-func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
+func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, arg map[string]any) (int64, error) {
 	var keys []audit.EventKey
-	if err := s.selectAll(ctx, tx, &keys, "find done entries", s.q.EventFindDone,
-		s.t(before), retentionBatch); err != nil {
+	if err := s.namedSelect(ctx, tx, &keys, "find done entries", s.q.EventFindDone, arg); err != nil {
 		return 0, err
 	}
 	var n int64
 	for _, k := range keys {
-		arg := map[string]any{"source": k.Source, "event_id": k.EventID, "before": s.t(before),
-			"thread": audit.EventThread(k.Source, k.EventID)}
-		for _, st := range []struct{ op, query string }{
-			{"prune event errors", s.q.ErrorPruneOfEvent},
-			{"relink kept errors", s.q.ErrorRelinkOfEvent},
-			{"prune event alerts", s.q.OutboxPruneOfEvent},
-			{"prune event thread", s.q.ThreadPruneOfEvent},
-		} {
-			if _, err := s.namedExec(ctx, tx, st.op, st.query, arg); err != nil {
-				return n, err
-			}
-		}
-		deleted, err := s.namedExec(ctx, tx, "prune event", s.q.EventPrune, arg)
+		deleted, err := s.execEach(ctx, tx, map[string]any{"source": k.Source, "event_id": k.EventID,
+			"before": arg["before"], "thread": audit.EventThread(k.Source, k.EventID)},
+			"prune event errors", s.q.ErrorPruneOfEvent, "relink kept errors", s.q.ErrorRelinkOfEvent,
+			"prune event alerts", s.q.OutboxPruneOfEvent, "prune event thread", s.q.ThreadPruneOfEvent,
+			"prune event", s.q.EventPrune)
 		if err != nil {
 			return n, err
 		}
@@ -78,34 +63,21 @@ func (s *Store) pruneEvents(ctx context.Context, tx *sqlx.Tx, before time.Time) 
 	return n, nil
 }
 
-func (s *Store) pruneUnlinked(ctx context.Context, tx *sqlx.Tx, before time.Time) (int64, error) {
+// pruneUnlinked deletes a batch of errors linked to no event, with their
+// alerts and threads (the ids and threads are JSON arrays: sql/errors.sql's
+// in_ids and in_threads).
+func (s *Store) pruneUnlinked(ctx context.Context, tx *sqlx.Tx, arg map[string]any) (int64, error) {
 	var ids []int64
-	if err := s.selectAll(ctx, tx, &ids, "find unlinked errors", s.q.ErrorFindUnlinked,
-		s.t(before), retentionBatch); err != nil || len(ids) == 0 {
+	if err := s.namedSelect(ctx, tx, &ids, "find unlinked errors", s.q.ErrorFindUnlinked, arg); err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	threads := make([]string, len(ids))
 	for i, id := range ids {
 		threads[i] = audit.ErrorThread(id)
 	}
-	var n int64
-	for _, st := range []struct {
-		op, query string
-		arg       any
-	}{
-		{"prune error alerts", s.q.OutboxPruneOfErrors, ids},
-		{"prune error threads", s.q.ThreadPruneOfErrors, threads},
-		{"prune errors", s.q.ErrorPrune, ids},
-	} {
-		query, args, err := sqlx.In(st.query, st.arg)
-		if err != nil {
-			return 0, &audit.Error{Code: audit.CodeInternal, Message: st.op + ": bind", Err: err}
-		}
-		if n, err = s.exec(ctx, tx, st.op, query, args...); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
+	return s.execEach(ctx, tx, map[string]any{"ids": rowSet(ids), "threads": rowSet(threads)},
+		"prune error alerts", s.q.OutboxPruneOfErrors, "prune error threads", s.q.ThreadPruneOfErrors,
+		"prune errors", s.q.ErrorPrune)
 }
 
 // PruneAll runs Prune until nothing is left to delete (or ctx ends), one

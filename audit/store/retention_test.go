@@ -187,3 +187,46 @@ func TestRetentionKeepsWhatOthersReferTo(t *testing.T) {
 		}
 	})
 }
+
+// TestRetentionPrunesGroupThreads: the thread of a group of unlinked errors
+// goes once it is older than the retention. Its statement matched
+// 'group::%', sqlx's escape of a colon, which the store's own binder keeps
+// as it is: no thread was ever pruned.
+func TestRetentionPrunesGroupThreads(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		clock := audittest.NewClock(time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC))
+		s := audittest.Open(t, dialect, store.Options{Now: clock.Now})
+		if _, err := s.RecordError(ctx, audit.N8NErrorReport{Kind: audit.N8NErrorTrigger, DedupeKey: "sha256:g",
+			WorkflowID: "poll", Node: "RSS", Message: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+		rows, err := s.LeaseOutbox(ctx, "worker", time.Minute, 10)
+		if err != nil || len(rows) != 1 || !strings.HasPrefix(rows[0].ThreadKey, "group:") {
+			t.Fatalf("leased %+v (%v), want the group's alert", rows, err)
+		}
+		root := audit.ThreadRoot{Key: rows[0].ThreadKey, Destination: "C1", MessageID: "1.0", RowID: rows[0].ID}
+		if ok, err := s.FinishOutbox(ctx, rows[0].ID, "worker", audit.Attempt{State: audit.OutboxSent,
+			Root: &root}); !ok || err != nil {
+			t.Fatalf("finish: %v %v", ok, err)
+		}
+		threads := func() (n int) {
+			if err := s.DB().Get(&n, `SELECT count(*) FROM slack_threads WHERE thread_key LIKE 'group:%'`); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := threads(); n != 1 {
+			t.Fatalf("%d group threads kept, want 1", n)
+		}
+		clock.Advance(40 * 24 * time.Hour)
+		now := clock.Now()
+		if _, err := s.PruneAll(ctx, now.Add(-30*24*time.Hour), now.Add(-14*24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if n := threads(); n != 0 {
+			t.Errorf("%d group threads stay after their retention", n)
+		}
+	})
+}

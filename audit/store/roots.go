@@ -21,7 +21,7 @@ func (s *Store) saveRoot(ctx context.Context, tx *sqlx.Tx, r audit.ThreadRoot) e
 // messages have no threads).
 func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.Alert, bool, error) {
 	var r audit.ThreadRoot
-	err := s.get(ctx, s.db, &r, "read thread root", s.q.ThreadReadRoot, key)
+	err := s.one(ctx, s.db, &r, "read thread root", s.q.ThreadReadRoot, map[string]any{"thread": key})
 	if isNoRows(err) {
 		return r, audit.Alert{}, false, nil
 	}
@@ -29,7 +29,7 @@ func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.A
 		return r, audit.Alert{}, false, err
 	}
 	var row audit.OutboxRow
-	if err := s.get(ctx, s.db, &row, "read thread root", s.q.OutboxReadRootRow, r.RowID); err != nil {
+	if err := s.one(ctx, s.db, &row, "read thread root", s.q.OutboxReadRootRow, map[string]any{"id": r.RowID}); err != nil {
 		return r, audit.Alert{}, false, err
 	}
 	a, err := row.Alert()

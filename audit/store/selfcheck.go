@@ -17,7 +17,7 @@ func scratch(source string) bool {
 // (source, event_id): without it, two claims of one key could both win.
 func (s *Store) HasUniqueKey(ctx context.Context) (bool, error) {
 	var n int
-	err := s.get(ctx, s.db, &n, "read the unique key", s.q.EventCountUniqueKeys)
+	err := s.one(ctx, s.db, &n, "read the unique key", s.q.EventCountUniqueKeys, nil)
 	return n > 0, err
 }
 
@@ -28,18 +28,10 @@ func (s *Store) DeleteScratch(ctx context.Context, executionPrefix string) error
 		return audit.Errorf(audit.CodeInvalid, "the drill's executions are named %s-…", audit.ScratchSource)
 	}
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		arg := map[string]any{"source": audit.ScratchSource, "other": audit.ScratchSource + ".other",
-			"executions": executionPrefix + "%"}
-		for _, q := range []string{
-			s.q.OutboxDeleteScratch,
-			s.q.EventDeleteScratch,
-			s.q.ErrorDeleteScratch,
-			s.q.ExecutionDeleteScratch,
-		} {
-			if _, err := s.namedExec(ctx, tx, "delete the drill", q, arg); err != nil {
-				return err
-			}
-		}
-		return nil
+		op := "delete the drill"
+		_, err := s.execEach(ctx, tx, map[string]any{"source": audit.ScratchSource, "other": audit.ScratchSource + ".other",
+			"executions": executionPrefix + "%"}, op, s.q.OutboxDeleteScratch, op, s.q.EventDeleteScratch,
+			op, s.q.ErrorDeleteScratch, op, s.q.ExecutionDeleteScratch)
+		return err
 	})
 }

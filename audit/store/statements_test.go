@@ -8,8 +8,9 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store"
 )
 
-// namedParam is sqlx's :name placeholder (not PostgreSQL's :: cast).
-var namedParam = regexp.MustCompile(`(^|[^:]):[a-z_]+`)
+// namedParam is a :name parameter as bind.go reads it (not PostgreSQL's ::
+// cast).
+var namedParam = regexp.MustCompile(`(^|[^:]):[a-z_][a-z0-9_]*`)
 
 // TestEveryStatementPrepares: each database parses and plans every
 // statement of its catalogue, including those no other test happens to

@@ -33,11 +33,11 @@ func claimMetrics(res audit.ClaimResult) []string {
 // count adds one to each metric for the hour of now, in the caller's
 // transaction: the numbers are committed with what they count.
 func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, workflowID string, metrics ...string) error {
-	hour := s.t(now.UTC().Truncate(time.Hour))
-	shard := s.shard(tx)
+	arg := map[string]any{"hour": s.t(now.UTC().Truncate(time.Hour)), "source": source, "workflow_id": workflowID,
+		"shard": s.shard(tx)}
 	for _, m := range slices.Sorted(slices.Values(metrics)) {
-		if _, err := s.exec(ctx, tx, "count", s.q.StatsAdd,
-			hour, source, workflowID, m, shard); err != nil {
+		arg["metric"] = m
+		if _, err := s.namedExec(ctx, tx, "count", s.q.StatsAdd, arg); err != nil {
 			return err
 		}
 	}
@@ -57,7 +57,7 @@ func (s *Store) shard(tx *sqlx.Tx) int {
 // by (none when it knows none).
 func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source, executionID string, metrics ...string) error {
 	var wf string
-	err := s.get(ctx, tx, &wf, "read workflow", s.q.ExecutionWorkflowOf, executionID)
+	err := s.one(ctx, tx, &wf, "read workflow", s.q.ExecutionWorkflowOf, map[string]any{"execution_id": executionID})
 	if err != nil && !isNoRows(err) {
 		return err
 	}
@@ -66,6 +66,16 @@ func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source
 
 // resolutionWeeks is how far back the overview reads resolution times.
 const resolutionWeeks = 8
+
+// overviewArgs are the parameters of the overview's reads.
+type overviewArgs struct {
+	From   any    `db:"from"` // the window's first hour
+	Day    any    `db:"day"`  // its first day
+	To     any    `db:"to"`
+	Since  any    `db:"since"` // the resolution times' first
+	Cutoff any    `db:"cutoff"`
+	Source string `db:"source"`
+}
 
 // Overview reads the numbers of the overview: the rollups, the review
 // queue, the resolution times and the alerts' kinds and states. It reads no
@@ -93,40 +103,25 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 		}
 		q = tx
 	}
-	from, to := s.t(f.From.UTC().Truncate(time.Hour)), s.t(f.To)
-	day := s.t(f.From.UTC().Truncate(24 * time.Hour))
-	for _, q := range []struct {
-		dest  *[]audit.Counter
-		query string
-		from  any
-	}{
-		{&o.Hourly, s.q.OverviewHours, from},
-		{&o.Daily, s.q.OverviewDays, day},
-		{&o.Groups, s.q.OverviewByWorkflow, nil},
-	} {
-		args := []any{q.from, to, f.Source, f.Source}
-		if q.from == nil {
-			args = []any{from, to, f.Source, f.Source, day, to, f.Source, f.Source}
-		}
-		if err := s.selectAll(ctx, q, q.dest, "read counters", q.query, args...); err != nil {
+	arg := overviewArgs{From: s.t(f.From.UTC().Truncate(time.Hour)), To: s.t(f.To),
+		Day: s.t(f.From.UTC().Truncate(24 * time.Hour)), Source: f.Source, Cutoff: s.t(s.reviewCutoff()),
+		Since: s.t(f.To.Add(-resolutionWeeks * 7 * 24 * time.Hour))}
+	for _, r := range []struct {
+		dest      any
+		op, query string
+	}{{&o.Hourly, "read counters", s.q.OverviewHours}, {&o.Daily, "read counters", s.q.OverviewDays},
+		{&o.Groups, "read counters", s.q.OverviewByWorkflow},
+		{&o.InReview, "count review queue", s.q.EventCountInReviewByWorkflow},
+		{&o.Review, "read review queue", s.q.OverviewInReview}, {&o.Resolutions, "read resolutions", s.q.ResolutionRead},
+		{&o.Alerts, "count alerts", s.q.OutboxCountAlertsByKind}} {
+		if err := s.namedSelect(ctx, q, r.dest, r.op, r.query, arg); err != nil {
 			return o, err
 		}
-	}
-	cutoff := s.t(s.reviewCutoff())
-	if err := s.selectAll(ctx, q, &o.InReview, "count review queue", s.q.EventCountInReviewByWorkflow, cutoff, f.Source, f.Source); err != nil {
-		return o, err
 	}
 	for _, c := range o.InReview {
 		o.ReviewTotal += c.N
 	}
-	if err := s.selectAll(ctx, q, &o.Review, "read review queue", s.q.OverviewInReview, cutoff, f.Source, f.Source); err != nil {
-		return o, err
-	}
-	if err := s.selectAll(ctx, q, &o.Resolutions, "read resolutions", s.q.ResolutionRead, s.t(f.To.Add(-resolutionWeeks*7*24*time.Hour)), to, f.Source, f.Source); err != nil {
-		return o, err
-	}
-	err := s.selectAll(ctx, q, &o.Alerts, "count alerts", s.q.OutboxCountAlertsByKind, from, to, f.Source, f.Source)
-	return o, err
+	return o, nil
 }
 
 // CompactStats merges the shards of past hours into one row and folds the
@@ -136,21 +131,16 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 // deleted.
 func (s *Store) CompactStats(ctx context.Context) error {
 	now := s.now().UTC()
-	closed := s.t(now.Add(-10 * time.Minute).Truncate(time.Hour))
 	fold := now.Add(-48 * time.Hour).Truncate(time.Hour)
-	type step struct {
-		op, query string
-		args      []any
-	}
+	arg := map[string]any{"closed": s.t(now.Add(-10 * time.Minute).Truncate(time.Hour)), "fold": s.t(fold),
+		"before": s.t(now.Add(-400 * 24 * time.Hour))}
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		steps := []step{
-			{"merge shards", s.q.StatsMergeShards,
-				[]any{closed}},
-			{"merge shards", s.q.StatsDeleteMergedShards, []any{closed}},
-		}
 		var hours []time.Time
-		if err := s.selectAll(ctx, tx, &hours, "read old hours", s.q.StatsReadOldHours,
-			s.t(fold)); err != nil {
+		if err := s.namedSelect(ctx, tx, &hours, "read old hours", s.q.StatsReadOldHours, arg); err != nil {
+			return err
+		}
+		if _, err := s.execEach(ctx, tx, arg, "merge shards", s.q.StatsMergeShards, "merge shards",
+			s.q.StatsDeleteMergedShards); err != nil {
 			return err
 		}
 		days := map[time.Time]bool{}
@@ -162,29 +152,26 @@ func (s *Store) CompactStats(ctx context.Context) error {
 			if end.After(fold) {
 				end = fold
 			}
-			steps = append(steps,
-				step{"fold into days", s.q.StatsFoldHours,
-					[]any{s.t(d), s.t(d), s.t(end)}},
-				step{"fold into days", s.q.StatsDeleteFoldedHours, []any{s.t(d), s.t(end)}})
-		}
-		steps = append(steps, step{"forget old days", s.q.StatsForgetOldDays,
-			[]any{s.t(now.Add(-400 * 24 * time.Hour))}})
-		for _, st := range steps {
-			if _, err := s.exec(ctx, tx, st.op, st.query, st.args...); err != nil {
+			arg["day"], arg["end"] = s.t(d), s.t(end)
+			if _, err := s.execEach(ctx, tx, arg, "fold into days", s.q.StatsFoldHours, "fold into days",
+				s.q.StatsDeleteFoldedHours); err != nil {
 				return err
 			}
 		}
-		return nil
+		_, err := s.namedExec(ctx, tx, "forget old days", s.q.StatsForgetOldDays, arg)
+		return err
 	})
 }
 
 // recordResolution keeps how long an entry's unknown outcome (or error)
 // waited for the person who resolved it now.
 func (s *Store) recordResolution(ctx context.Context, tx *sqlx.Tx, source, eventID, item string, now time.Time) error {
+	arg := map[string]any{"source": source, "event_id": eventID, "item": item, "now": s.t(now)}
 	var since []time.Time
-	if err := s.selectAll(ctx, tx, &since, "read review start", s.q.HistoryReadReviewStart, source, eventID, item); err != nil || len(since) == 0 {
+	if err := s.namedSelect(ctx, tx, &since, "read review start", s.q.HistoryReadReviewStart, arg); err != nil || len(since) == 0 {
 		return err
 	}
-	_, err := s.exec(ctx, tx, "record resolution", s.q.ResolutionRecord, s.t(now), source, now.Sub(since[0]).Seconds())
+	arg["seconds"] = now.Sub(since[0]).Seconds()
+	_, err := s.namedExec(ctx, tx, "record resolution", s.q.ResolutionRecord, arg)
 	return err
 }

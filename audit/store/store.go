@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -422,57 +421,4 @@ func (s *Store) prepare(query string) *sqlx.Stmt {
 		return v.(*sqlx.Stmt)
 	}
 	return st
-}
-
-// get, selectAll and exec run a query with ? placeholders on q (the pool
-// or a transaction), prepared, and classify its errors. get returns
-// sql.ErrNoRows unwrapped.
-func (s *Store) get(ctx context.Context, q any, dest any, op, query string, args ...any) error {
-	query = s.db.Rebind(query)
-	defer s.metrics.Ran(op, time.Now())
-	var err error
-	if st := s.prepared(q, query); st != nil {
-		err = st.GetContext(ctx, dest, args...)
-	} else {
-		err = sqlx.GetContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
-	}
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return s.dbError(op, err)
-	}
-	return err
-}
-
-func (s *Store) selectAll(ctx context.Context, q any, dest any, op, query string, args ...any) error {
-	query = s.db.Rebind(query)
-	defer s.metrics.Ran(op, time.Now())
-	var err error
-	if st := s.prepared(q, query); st != nil {
-		err = st.SelectContext(ctx, dest, args...)
-	} else {
-		err = sqlx.SelectContext(ctx, q.(sqlx.QueryerContext), dest, query, args...)
-	}
-	if err != nil {
-		return s.dbError(op, err)
-	}
-	return nil
-}
-
-func (s *Store) exec(ctx context.Context, q any, op, query string, args ...any) (int64, error) {
-	query = s.db.Rebind(query)
-	defer s.metrics.Ran(op, time.Now())
-	var res sql.Result
-	var err error
-	if st := s.prepared(q, query); st != nil {
-		res, err = st.ExecContext(ctx, args...)
-	} else {
-		res, err = q.(sqlx.ExecerContext).ExecContext(ctx, query, args...)
-	}
-	if err != nil {
-		return 0, s.dbError(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, s.dbError(op, err)
-	}
-	return n, nil
 }

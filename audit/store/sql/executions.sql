@@ -1,27 +1,19 @@
 -- n8n's executions (executions) and which entries each touched
--- (event_executions).
---
--- Where PostgreSQL and SQLite agree; where they differ, the statement is
--- in each driver's sql/ folder, in the file of the same name. Each
--- statement follows a line "-- name: Name"; the store's queries struct has
--- a field of that name. Placeholders are ? (rebound by sqlx) or :name. A
--- piece several statements share follows a line "-- fragment: name", in
--- any of the files, and "{{name}}" in a statement stands for it.
+-- (event_executions). The format of these files: catalogue.go.
 
 -- name: EventExecutionCount
-SELECT count(*) FROM event_executions WHERE source = ? AND event_id = ?
+SELECT count(*) FROM event_executions WHERE source = :source AND event_id = :event_id
 
 -- name: EventExecutionList
-SELECT x.execution_id, x.workflow_id,
-  x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note,
-  x.first_seen_at, x.last_seen_at, ee.role, ee.delivery, ee.acted, ee.delivery_id, ee.class,
-  ee.first_seen_at AS touched_at
+SELECT x.execution_id, x.workflow_id, x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of,
+  x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at, x.last_seen_at, ee.role, ee.delivery,
+  ee.acted, ee.delivery_id, ee.class, ee.first_seen_at AS touched_at
   FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
-  WHERE ee.source = ? AND ee.event_id = ? ORDER BY ee.first_seen_at, x.execution_id LIMIT ?
+  WHERE ee.source = :source AND ee.event_id = :event_id ORDER BY ee.first_seen_at, x.execution_id LIMIT :limit
 
 -- name: EventExecutionReadTouched
-SELECT source, event_id, role, delivery,
-  first_seen_at FROM event_executions WHERE execution_id = ? ORDER BY first_seen_at
+SELECT source, event_id, role, delivery, first_seen_at FROM event_executions
+  WHERE execution_id = :execution_id ORDER BY first_seen_at
 
 -- name: ExecutionDeleteScratch
 DELETE FROM executions WHERE execution_id LIKE :executions
@@ -34,13 +26,16 @@ DELETE FROM executions WHERE execution_id IN (
   AND NOT EXISTS (SELECT 1 FROM executions c WHERE c.retry_of = x.execution_id)
   LIMIT :batch)
 
--- name: ExecutionRead
-SELECT execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at FROM executions WHERE execution_id = ?
+-- fragment: execution_columns
+execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of, root_execution_id, n8n_url,
+  lineage_note, first_seen_at, last_seen_at
 
+-- name: ExecutionRead
+SELECT {{execution_columns}} FROM executions WHERE execution_id = :execution_id
+
+-- The executions that retry :execution_id.
 -- name: ExecutionReadRetries
-SELECT execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
-  root_execution_id, n8n_url, lineage_note, first_seen_at, last_seen_at FROM executions WHERE retry_of = ? ORDER BY first_seen_at
+SELECT {{execution_columns}} FROM executions WHERE retry_of = :execution_id ORDER BY first_seen_at
 
 -- name: ExecutionWorkflowOf
-SELECT workflow_id FROM executions WHERE execution_id = ?
+SELECT workflow_id FROM executions WHERE execution_id = :execution_id

@@ -1,15 +1,24 @@
--- n8n's errors (n8n_errors), as the Error Trigger, the hooks and the
--- reconciler report them.
---
--- PostgreSQL's statements where it differs from SQLite (the rest are in
--- ../../sql/, in the file of the same name): row locks that skip what
--- another session holds, batches as one data-modifying statement, typed
--- parameters. The files' format is ../../sql/'s.
+-- n8n's errors (n8n_errors). PostgreSQL's statements and fragments where it
+-- differs from SQLite (the rest are in ../../sql/, in the file of the same
+-- name): row locks that skip what another session holds, batches as one
+-- data-modifying statement, typed parameters.
 
--- Errors recorded in one statement, each linked to its first event (none:
--- NULL), the round's payloads or a payload recorded alone. It returns those
--- recorded now: a dedupe key already recorded makes a duplicate, which
--- ErrorBatchWrite then writes nothing for.
+-- A JSON array of error ids (:ids) or thread keys (:threads): a statement's
+-- IN-list, an array the planner looks each up in an index by.
+-- fragment: in_ids
+= ANY(ARRAY(SELECT CAST(jsonb_array_elements_text(CAST(:ids AS jsonb)) AS bigint)))
+
+-- fragment: in_threads
+= ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:threads AS jsonb))))
+
+-- Rows another session holds are skipped, never waited for.
+-- fragment: skip_locked
+FOR UPDATE SKIP LOCKED
+
+-- A batch's errors recorded in one statement, each linked to its first
+-- event (none: NULL). It returns those recorded: one fewer means another
+-- session recorded its dedupe key since the batch read, and the batch
+-- decides again (writeErrors).
 -- name: ErrorBatchInsert
 WITH error_rows AS (
   SELECT j->>'dedupe_key' AS dedupe_key, j->>'kind' AS kind, j->>'execution_id' AS execution_id,
@@ -28,7 +37,5 @@ INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of, r
   ON CONFLICT (dedupe_key) DO NOTHING
   RETURNING id, dedupe_key
 
--- name: ErrorFindUnlinked
-SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < ?
-  AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id)
-  ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
+-- name: ErrorPrune
+DELETE FROM n8n_errors WHERE id {{in_ids}} AND source IS NULL

@@ -1,13 +1,8 @@
--- Counters (stats_hourly, stats_daily), resolution times and the overview.
---
--- PostgreSQL's statements where it differs from SQLite (the rest are in
--- ../../sql/, in the file of the same name): row locks that skip what
--- another session holds, batches as one data-modifying statement, typed
--- parameters. The files' format is ../../sql/'s.
+-- Counters (stats_hourly, stats_daily) and the overview. PostgreSQL's
+-- statements where it differs from SQLite: the rest are in ../../sql/.
 
 -- The counters a batch adds up (:counters, a row set of source,
--- workflow_id, metric, n) into the hour's shard, as a CTE of the batch's
--- write (ClaimBatchWrite, OutcomeBatchWrite, ErrorBatchWrite).
+-- workflow_id, metric, n) into the hour's shard, a CTE of LedgerWrite.
 -- fragment: counters
 counters AS (
   INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)

@@ -1,9 +1,16 @@
--- n8n's errors (n8n_errors), as the Error Trigger, the hooks and the
--- reconciler report them.
---
--- SQLite's statements where it differs from PostgreSQL (the rest are in
--- ../../sql/, in the file of the same name). Each says where and why it
--- differs. The files' format is ../../sql/'s.
+-- n8n's errors (n8n_errors). SQLite's statements and fragments where it
+-- differs from PostgreSQL (the rest are in ../../sql/, in the file of the
+-- same name); each says where and why.
+
+-- SQLite: a JSON array read with json_each, for PostgreSQL's = ANY(array).
+-- fragment: in_ids
+IN (SELECT value FROM json_each(:ids))
+
+-- fragment: in_threads
+IN (SELECT value FROM json_each(:threads))
+
+-- SQLite: empty: it has one writer, there is nothing to skip.
+-- fragment: skip_locked
 
 -- SQLite: each row set is one JSON array of objects, read by name.
 -- name: ErrorBatchInsert
@@ -21,8 +28,7 @@ INSERT INTO n8n_errors (dedupe_key, received_at, kind, execution_id, retry_of, r
   ON CONFLICT (dedupe_key) DO NOTHING
   RETURNING id, dedupe_key
 
--- SQLite: no FOR UPDATE SKIP LOCKED: SQLite has one writer, there is nothing to skip.
--- name: ErrorFindUnlinked
-SELECT id FROM n8n_errors WHERE source IS NULL AND received_at < ?
-  AND NOT EXISTS (SELECT 1 FROM event_history h WHERE h.error_id = n8n_errors.id)
-  ORDER BY id LIMIT ?
+-- SQLite: +source, so that the ids are looked up, not every unlinked error
+-- by the index of source.
+-- name: ErrorPrune
+DELETE FROM n8n_errors WHERE id {{in_ids}} AND +source IS NULL

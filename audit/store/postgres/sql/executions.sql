@@ -1,7 +1,0 @@
--- n8n's executions (executions) and which entries each touched
--- (event_executions).
---
--- PostgreSQL's statements where it differs from SQLite (the rest are in
--- ../../sql/, in the file of the same name): row locks that skip what
--- another session holds, batches as one data-modifying statement, typed
--- parameters. The files' format is ../../sql/'s.

@@ -1,6 +1,0 @@
--- Each entry's history (event_history).
---
--- PostgreSQL's statements where it differs from SQLite (the rest are in
--- ../../sql/, in the file of the same name): row locks that skip what
--- another session holds, batches as one data-modifying statement, typed
--- parameters. The files' format is ../../sql/'s.

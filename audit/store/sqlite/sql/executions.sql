@@ -1,6 +1,0 @@
--- n8n's executions (executions) and which entries each touched
--- (event_executions).
---
--- SQLite's statements where it differs from PostgreSQL (the rest are in
--- ../../sql/, in the file of the same name). Each says where and why it
--- differs. The files' format is ../../sql/'s.

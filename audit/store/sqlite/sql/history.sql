@@ -1,5 +1,0 @@
--- Each entry's history (event_history).
---
--- SQLite's statements where it differs from PostgreSQL (the rest are in
--- ../../sql/, in the file of the same name). Each says where and why it
--- differs. The files' format is ../../sql/'s.
