@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"database/sql"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,9 +50,13 @@ func (r *run) restoredN8N(t *testing.T) {
 	}
 	e := r.newID()
 	a := r.hangingRun(t, e)
-	// The service is away while the Retry fails: the hooks keep b's start
-	// and end and deliver them, in their own order, once it is back. That
-	// b is still the execution the service saw end, not a new one.
+	// The service is away while the Retry fails, and the hooks' reports
+	// wait longer than its restart: reconciliation finds b's failure
+	// through n8n's API first, then the hooks deliver b's start and end.
+	// That late start is of b, the execution the service saw end, not a
+	// new one (d57721e took it for one and said that n8n's ids started
+	// again; its alert, once an hour, then swallowed the real restore's).
+	r.tap.set("pause")
 	r.svc.stop(t)
 	r.crm.setMode(crmGarbled)
 	retry := r.n8n.retry(t, a)
@@ -61,6 +66,20 @@ func (r *run) restoredN8N(t *testing.T) {
 		t.Fatalf("the retry of %s is %+v, want a failed retry", a, retry)
 	}
 	b := retry.ID
+	eventually(t, reconcileWithin, "reconciliation finding execution "+b, func() string {
+		status, body := r.svc.page(t, "/errors?kind=found_by_reconcile")
+		if status != http.StatusOK || !strings.Contains(body, ">"+b+"</a>") {
+			return fmt.Sprintf("%d, execution %s not listed", status, b)
+		}
+		return ""
+	})
+	r.tap.set("")
+	eventually(t, alertWithin, "the hooks delivering "+b+"'s start and end", func() string {
+		if got := r.tap.execution(b); len(got.Starts) == 0 || len(got.Ends) == 0 {
+			return fmt.Sprintf("%d starts, %d ends", len(got.Starts), len(got.Ends))
+		}
+		return ""
+	})
 	eventually(t, alertWithin, "the service knowing "+b+" as a retry of "+a, func() string {
 		for _, x := range r.ledger(t, "shop", e).Executions {
 			if x.ExecutionID == b && x.RetryOf == a {
