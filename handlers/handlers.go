@@ -65,8 +65,11 @@ type Config struct {
 	ServeMetrics bool
 	Metrics      *metrics.Metrics
 	UI           UIConfig
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// SlackInteractions answers POST /slack/interactions: the presses of
+	// the alerts' buttons, signed by Slack (nil: no such route).
+	SlackInteractions http.Handler
+	Logger            *slog.Logger
+	Now               func() time.Time
 }
 
 // Handler serves every route.
@@ -175,6 +178,9 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
+	if h.cfg.SlackInteractions != nil {
+		r.POST("/slack/interactions", gin.WrapH(h.cfg.SlackInteractions))
+	}
 
 	h.registerPages(r)
 }

@@ -33,6 +33,8 @@ type Message struct {
 type Renderer struct {
 	links audit.Links
 	now   func() time.Time
+	// Actions says which buttons act on an entry from a bot's message.
+	Actions ActionButtons
 }
 
 // NewRenderer returns a renderer whose links follow links; now is the clock

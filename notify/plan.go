@@ -34,7 +34,8 @@ func (w *Worker) plan(ctx context.Context, row audit.OutboxRow, a audit.Alert) (
 		}
 	}
 	if row.Kind == audit.RowAlert {
-		return plan{msg: w.Renderer.render(a, asFirst, row.ID), opens: true}, nil
+		m, err := w.actions(ctx, w.Renderer.render(a, asFirst, row.ID), a)
+		return plan{msg: m, opens: true}, err
 	}
 	thread, root, ok, err := findThread(ctx, w.Store, row.ThreadKey)
 	if err != nil {
@@ -55,9 +56,9 @@ func (w *Worker) plan(ctx context.Context, row audit.OutboxRow, a audit.Alert) (
 		if current.Group != "" && current.Count == 0 {
 			return plan{skip: linkedSince}, nil
 		}
-		m := w.Renderer.render(current, asUpdate, thread.RootRowID)
+		m, err := w.actions(ctx, w.Renderer.render(current, asUpdate, thread.RootRowID), current)
 		m.Channel, m.UpdateTS = thread.Channel, thread.TS
-		return plan{msg: m}, nil
+		return plan{msg: m}, err
 	}
 	if !threaded {
 		return plan{msg: w.Renderer.render(a, asFirst, row.ID), opens: a.Group != ""}, nil

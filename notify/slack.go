@@ -258,3 +258,16 @@ func (b *Bot) AuthTest(ctx context.Context) (AuthInfo, error) {
 	}
 	return info, nil
 }
+
+// Ephemeral shows text to one user in a channel, and to nobody else
+// (chat.postEphemeral): the answer to a button pressed on an alert.
+func (b *Bot) Ephemeral(ctx context.Context, channel, user, text string) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	_, err := b.client.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(fit(text, maxText), false))
+	if err != nil {
+		_, clean := classify(err, b.token)
+		return clean
+	}
+	return nil
+}

@@ -165,6 +165,11 @@ const (
 	buttonAudit = "Audit row"
 	buttonN8N   = "n8n execution"
 	buttonCRM   = "CRM order"
+
+	buttonLookup = "Look up in CRM"
+	buttonDone   = "Mark done"
+	buttonFailed = "Mark failed"
+	buttonRetry  = "Retry in n8n"
 )
 
 // fallbackMrkdwn is the minimal message sent when Slack refused the full one

@@ -15,6 +15,7 @@ import (
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/slackact"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
@@ -29,6 +30,9 @@ type app struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	owner   string // this process, for leases
+
+	slackOnce sync.Once
+	slack     *slackact.Handler // the button presses' handler: see slackHandler
 }
 
 // openApp opens the store with the configuration's settings. exclusive
@@ -135,6 +139,7 @@ const outboxWorkers = 2
 
 func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, error) {
 	renderer := notify.NewRenderer(a.links(base), nil)
+	renderer.Actions = a.actionButtons()
 	notifier := newNotifier(cfg)
 	if notifier == nil {
 		a.log.Warn("Slack is not configured: alerts are recorded, not sent (" + notify.NotConfigured + ")")
@@ -165,6 +170,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		_, err := a.store.DetectStale(ctx)
 		return err
 	})
+	a.startSlack(ctx, j)
 	j.leased(ctx, a.store, a.log, a.owner, "retention", 10*time.Minute, a.retention)
 	j.leased(ctx, a.store, a.log, a.owner, "stats", 5*time.Minute, a.store.CompactStats)
 	reconcile := func(instance string, c *n8n.Client) {

@@ -79,6 +79,8 @@ type config struct {
 	N8NMaxRun time.Duration
 	// AllowNoWorkflowID takes claims and outcomes without workflow_id.
 	AllowNoWorkflowID bool
+
+	slackSettings
 }
 
 // minRetention is the shortest RETRYAUDIT_RETENTION allowed: senders
@@ -273,6 +275,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.UIUsers = e.users("RETRYAUDIT_UI_USERS")
 	c.Instances = e.instances(c.Token, c.HookToken)
+	c.slackSettings = e.slackSettings(c)
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration:\n  %s", strings.Join(e.errs, "\n  "))
 	}

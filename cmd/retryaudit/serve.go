@@ -67,6 +67,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
 		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget, WriteProbe: cfg.WriteProbe,
 		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
+		SlackInteractions: app.interactions(),
 	})
 	if err != nil {
 		ln.Close()

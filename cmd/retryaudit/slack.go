@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/slackact"
 )
 
 const slackTestUsage = `slack-test sends one test message with the configured settings
@@ -125,4 +127,54 @@ func waitingLine(ctx context.Context, cfg config, n notify.Notifier) string {
 			"are queued again at the next start of serve", w.Resend)
 	}
 	return s
+}
+
+// slackHandler is the handler of the alerts' button presses, made once:
+// the signed requests and the Socket Mode connection share it.
+func (a *app) slackHandler() *slackact.Handler {
+	a.slackOnce.Do(func() {
+		cfg := a.cfg
+		bot := notify.NewBot(notify.BotConfig{Token: cfg.SlackBotToken, Channel: cfg.SlackChannel, APIURL: cfg.SlackAPIURL})
+		a.slack = &slackact.Handler{Actions: slackact.StoreActions{Store: a.store}, Users: cfg.SlackUsers, Reply: bot,
+			Log: a.log}
+	})
+	return a.slack
+}
+
+// actionButtons says which buttons act on an entry from the bot's messages.
+func (a *app) actionButtons() notify.ActionButtons {
+	return notify.ActionButtons{On: a.cfg.SlackActions() && a.cfg.SlackBotToken != ""}
+}
+
+// interactions is POST /slack/interactions, or nil without a signing
+// secret.
+func (a *app) interactions() http.Handler {
+	if a.cfg.SlackSigningSecret == "" || a.cfg.SlackBotToken == "" {
+		return nil
+	}
+	return a.slackHandler().Interactions(a.cfg.SlackSigningSecret)
+}
+
+// startSlack opens the Socket Mode connection, when an app token is set,
+// and waits for the presses in flight at the stop.
+func (a *app) startSlack(ctx context.Context, j *jobs) {
+	if !a.cfg.SlackActions() || a.cfg.SlackBotToken == "" {
+		return
+	}
+	h := a.slackHandler()
+	if a.cfg.SlackAppToken != "" {
+		j.run(ctx, func(ctx context.Context) error {
+			err := h.RunSocket(ctx, slackact.SocketConfig{AppToken: a.cfg.SlackAppToken, APIURL: a.cfg.SlackAPIURL})
+			if err != nil {
+				a.log.Error("slack: Socket Mode stopped: button presses are not taken over it "+
+					"(check RETRYAUDIT_SLACK_APP_TOKEN)", "err", err)
+			}
+			return err
+		})
+	}
+	j.run(ctx, func(ctx context.Context) error {
+		<-ctx.Done()
+		h.Wait()
+		return nil
+	})
 }
