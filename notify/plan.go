@@ -24,6 +24,13 @@ const linkedSince = "every error of the group was linked to an event since"
 // sent as a message of its own, which names the event, and an update is
 // skipped; a group's reply then opens the thread itself.
 func (w *Worker) plan(ctx context.Context, row audit.OutboxRow, a audit.Alert) (plan, error) {
+	if a.Kind == KindDigest {
+		d, err := digestOf(row)
+		if err != nil {
+			return plan{skip: "the digest does not decode: " + err.Error()}, nil
+		}
+		return plan{msg: w.Renderer.RenderDigest(d)}, nil
+	}
 	if a.Group != "" {
 		var err error
 		if a, err = w.Store.CurrentAlert(ctx, a); err != nil {

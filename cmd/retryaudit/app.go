@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/digest"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
@@ -171,6 +172,13 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		return err
 	})
 	a.startSlack(ctx, j)
+	if cfg.DigestOn {
+		m := &digest.Maker{Store: a.store, At: cfg.DigestAt, TZ: cfg.DigestTZ, Log: a.log}
+		j.every(ctx, a.log, "daily digest", time.Minute, func(ctx context.Context) error {
+			_, err := m.Tick(ctx)
+			return err
+		})
+	}
 	j.leased(ctx, a.store, a.log, a.owner, "retention", 10*time.Minute, a.retention)
 	j.leased(ctx, a.store, a.log, a.owner, "stats", 5*time.Minute, a.store.CompactStats)
 	reconcile := func(instance string, c *n8n.Client) {
