@@ -35,7 +35,8 @@ type Maker struct {
 }
 
 // Tick makes today's digest when its time has come and no instance made
-// it yet. It reports whether this call made it (sent or, with nothing to
+// it yet: it tells the 24 hours before its time, however late it is made
+// (an instance down at the time makes it when it starts). It reports whether this call made it (sent or, with nothing to
 // say, recorded as not needed).
 func (m *Maker) Tick(ctx context.Context) (bool, error) {
 	now := m.now()
@@ -47,7 +48,7 @@ func (m *Maker) Tick(ctx context.Context) (bool, error) {
 	if err != nil || made {
 		return false, err
 	}
-	d, err := m.Build(ctx, day, slot.Add(-24*time.Hour), now)
+	d, err := m.Build(ctx, day, slot.Add(-24*time.Hour), slot)
 	if err != nil {
 		return false, err
 	}

@@ -81,9 +81,9 @@ func (r *Renderer) RenderDigest(d Digest) Message {
 	add(d.Stopped, "duplicate stopped", "duplicates stopped")
 	add(d.Retries, "retry run", "retries run")
 	add(d.Resolved, "entry resolved by a person", "entries resolved by people")
-	add(int64(d.Unreported), "failure that reached no error workflow (found by reconciliation)",
-		"failures that reached no error workflow (found by reconciliation)")
-	summary := "Since " + d.From.Format("Mon 2 Jan 15:04 -07:00") + ":"
+	add(int64(d.Unreported), "failure that reached no error workflow (found by reconciliation or the execution hooks)",
+		"failures that reached no error workflow (found by reconciliation or the execution hooks)")
+	summary := "From " + d.From.Format("Mon 2 Jan 15:04") + " to " + d.To.Format("Mon 2 Jan 15:04 (-07:00)") + ":"
 	if len(lines) == 0 {
 		summary += " nothing new."
 	} else {
@@ -99,8 +99,8 @@ func (r *Renderer) RenderDigest(d Digest) Message {
 			if u := r.links.Event(e.Source, e.EventID); u != "" && length(u) <= maxURL {
 				line = "• <" + linkURL(u) + "|" + strings.ReplaceAll(name, "|", "¦") + ">"
 			}
-			line += " — " + escape(strings.ReplaceAll(e.Reason, "_", " ")) + ", waiting " +
-				audit.HumanDuration(d.To.Sub(e.Since), " ")
+			line += " — " + escape(strings.ReplaceAll(e.Reason, "_", " ")) + ", waiting since " +
+				e.Since.In(d.To.Location()).Format("Mon 2 Jan 15:04")
 			w = append(w, line)
 		}
 		if more := d.WaitTotal - len(d.Waiting); more > 0 {
