@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -151,7 +152,7 @@ func loadTruth(t *testing.T) *truth {
 	}
 
 	h, err := handlers.New(handlers.Config{Token: "docs-api-token", HookToken: "docs-hook-token",
-		ServeMetrics: true, Metrics: metrics.New()})
+		ServeMetrics: true, Metrics: metrics.New(), SlackInteractions: http.NotFoundHandler()}) // every route on
 	if err != nil {
 		t.Fatal(err)
 	}
