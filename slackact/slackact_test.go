@@ -21,6 +21,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/handlers"
 	"github.com/retryaudit/retryaudit/notify"
 	"github.com/retryaudit/retryaudit/slackact"
 )
@@ -346,6 +347,36 @@ func TestSocketModePressMarksFailed(t *testing.T) {
 		}
 		if ev := r.event(t, "ord-5"); ev.Status != audit.StatusFailed || ev.ResolvedBy != "alice" {
 			t.Fatalf("after the press over Socket Mode: %s by %q", ev.Status, ev.ResolvedBy)
+		}
+	})
+}
+
+func TestTheRouteNeedsNoSignInButTheSignature(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		r := newRig(t, dialect)
+		h, err := handlers.New(handlers.Config{Store: r.store, Token: strings.Repeat("t", 32),
+			HookToken: strings.Repeat("h", 32), SlackInteractions: r.http})
+		if err != nil {
+			t.Fatal(err)
+		}
+		engine := h.Engine()
+		r.unknown(t, "ord-6")
+		b := buttons(t, r.slack.waitFor(t, "chat.postMessage", 1)[0].Blocks)
+		body := form(payload(alice, notify.ActionDone, b[notify.ActionDone]))
+
+		w := httptest.NewRecorder()
+		engine.ServeHTTP(w, signed(body, "wrong", time.Now()))
+		if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "bad_signature") {
+			t.Fatalf("a wrong signature through the route: %d %s", w.Code, w.Body)
+		}
+		w = httptest.NewRecorder()
+		engine.ServeHTTP(w, signed(body, secret, time.Now()))
+		r.handler.Wait()
+		if w.Code != http.StatusOK {
+			t.Fatalf("a signed press through the route: %d %s", w.Code, w.Body)
+		}
+		if ev := r.event(t, "ord-6"); ev.Status != audit.StatusDone {
+			t.Fatalf("after a signed press through the route: %s", ev.Status)
 		}
 	})
 }
