@@ -380,3 +380,15 @@ func TestTheRouteNeedsNoSignInButTheSignature(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckAppToken(t *testing.T) {
+	f := newFakeSlack(t)
+	ctx := context.Background()
+	if err := slackact.CheckAppToken(ctx, slackact.SocketConfig{AppToken: appToken, APIURL: f.apiURL()}); err != nil {
+		t.Fatalf("the fake's app token: %v", err)
+	}
+	err := slackact.CheckAppToken(ctx, slackact.SocketConfig{AppToken: "xapp-wrong-secret", APIURL: f.apiURL()})
+	if err == nil || !strings.Contains(err.Error(), "invalid_auth") || strings.Contains(err.Error(), "wrong-secret") {
+		t.Fatalf("a refused app token: %v", err)
+	}
+}

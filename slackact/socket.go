@@ -2,6 +2,7 @@ package slackact
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -23,12 +24,7 @@ type SocketConfig struct {
 // connection, so one instance acts on it. slack-go reconnects after a
 // dropped connection; RunSocket returns when Slack refuses the token.
 func (h *Handler) RunSocket(ctx context.Context, c SocketConfig) error {
-	opts := []slack.Option{slack.OptionAppLevelToken(c.AppToken),
-		slack.OptionHTTPClient(&http.Client{Timeout: max(c.Timeout, 15*time.Second)})}
-	if c.APIURL != "" {
-		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.APIURL, "/")+"/"))
-	}
-	client := socketmode.New(slack.New("", opts...))
+	client := socketmode.New(client(c))
 	done := make(chan error, 1)
 	go func() { done <- client.RunContext(ctx) }()
 	for {
@@ -57,4 +53,26 @@ func (h *Handler) RunSocket(ctx context.Context, c SocketConfig) error {
 			}
 		}
 	}
+}
+
+// CheckAppToken asks Slack for a Socket Mode connection's address
+// (apps.connections.open) without connecting: it says whether the app
+// token is accepted and Socket Mode is on in the app.
+func CheckAppToken(ctx context.Context, c SocketConfig) error {
+	_, _, err := client(c).StartSocketModeContext(ctx)
+	if err != nil {
+		return errors.New("slack: apps.connections.open refused the app token: " + err.Error() +
+			" (check RETRYAUDIT_SLACK_APP_TOKEN, its connections:write scope, and that Socket Mode is on in the app)")
+	}
+	return nil
+}
+
+// client is the Web API client of an app token.
+func client(c SocketConfig) *slack.Client {
+	opts := []slack.Option{slack.OptionAppLevelToken(c.AppToken),
+		slack.OptionHTTPClient(&http.Client{Timeout: max(c.Timeout, 15*time.Second)})}
+	if c.APIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.APIURL, "/")+"/"))
+	}
+	return slack.New("", opts...)
 }

@@ -26,7 +26,8 @@ import (
 const checkUsage = `check reads the same configuration as serve and checks the installation: the
 configuration, the database, its schema and the unique key on (source,
 event_id), that no alert waits more than 5 minutes to reach Slack, the API
-and hook tokens, Slack (auth.test) and n8n's API when they are configured,
+and hook tokens, Slack (auth.test; the app token's Socket Mode with
+apps.connections.open when the buttons are on) and n8n's API when they are configured,
 and when each n8n instance's execution hooks last called. Then it runs a
 drill of the six control steps on the scratch
 sources retryaudit-check and retryaudit-check.other: the same claim twice
@@ -197,6 +198,7 @@ func (c *checker) integrations(ctx context.Context, cfg config) {
 	default:
 		c.line("slack", "incoming webhook configured (not called: run retryaudit slack-test)", nil)
 	}
+	c.slackActions(ctx, cfg)
 	if cfg.N8NAPIURL == "" {
 		c.line("n8n API", "not configured: no lineage lookups, no reconciliation", nil)
 	} else {

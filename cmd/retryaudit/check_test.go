@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
@@ -91,6 +93,8 @@ func TestCheckFailures(t *testing.T) {
 	}
 	s.Close()
 
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), minHashCost)
+	alice := "alice:" + string(hash)
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -108,6 +112,13 @@ func TestCheckFailures(t *testing.T) {
 			"RETRYAUDIT_N8N_API_KEY": "bad"}, "n8n API", "refused the API key (401)"},
 		{"no token", map[string]string{}, "token", "RETRYAUDIT_TOKEN is unset"},
 		{"a bad configuration", map[string]string{"RETRYAUDIT_RETENTION": "1d"}, "configuration", "under 3 days"},
+		{"a signing secret without a bot token", map[string]string{"RETRYAUDIT_SLACK_WEBHOOK_URL": fakeSlack.URL,
+			"RETRYAUDIT_SLACK_SIGNING_SECRET": "s", "RETRYAUDIT_SLACK_USERS": "U0ALICE1=alice", "RETRYAUDIT_UI_USERS": alice},
+			"configuration", "only the bot's messages carry buttons"},
+		{"a refused app token", map[string]string{"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-bad", "RETRYAUDIT_SLACK_CHANNEL": "C1",
+			"RETRYAUDIT_SLACK_API_URL": fakeSlack.URL, "RETRYAUDIT_SLACK_APP_TOKEN": "xapp-bad",
+			"RETRYAUDIT_SLACK_USERS": "U0ALICE1=alice", "RETRYAUDIT_UI_USERS": alice},
+			"slack actions", "apps.connections.open refused the app token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +142,7 @@ func TestCheckFailures(t *testing.T) {
 			if !strings.Contains(out, tc.says) {
 				t.Errorf("the output does not say %q:\n%s", tc.says, out)
 			}
-			if strings.Contains(out, "xoxb-bad") {
+			if strings.Contains(out, "xoxb-bad") || strings.Contains(out, "xapp-bad") {
 				t.Error("the Slack token is in the output")
 			}
 		})

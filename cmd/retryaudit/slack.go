@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -177,4 +178,28 @@ func (a *app) startSlack(ctx context.Context, j *jobs) {
 		h.Wait()
 		return nil
 	})
+}
+
+// slackActions checks the ways button presses come in, and says when the
+// digest goes out.
+func (c *checker) slackActions(ctx context.Context, cfg config) {
+	people := fmt.Sprintf("%d Slack users mapped to people", len(cfg.SlackUsers))
+	switch {
+	case !cfg.SlackActions():
+		c.line("slack actions", "off: the alerts carry links only (RETRYAUDIT_SLACK_APP_TOKEN or "+
+			"RETRYAUDIT_SLACK_SIGNING_SECRET turn the buttons on)", nil)
+	default:
+		if cfg.SlackAppToken != "" {
+			err := slackact.CheckAppToken(ctx, slackact.SocketConfig{AppToken: cfg.SlackAppToken, APIURL: cfg.SlackAPIURL})
+			c.line("slack actions", "Socket Mode: the app token is accepted; "+people, err)
+		}
+		if cfg.SlackSigningSecret != "" {
+			c.line("slack actions", "signed presses at POST /slack/interactions (the app's Request URL: "+
+				cmp.Or(cfg.BaseURL, "http://"+cfg.Addr)+"/slack/interactions); "+people, nil)
+		}
+	}
+	if cfg.DigestOn {
+		at := time.Time{}.Add(cfg.DigestAt).Format("15:04")
+		c.line("digest", "daily at "+at+" "+cfg.DigestTZ.String()+", to the Slack channel", nil)
+	}
 }
