@@ -117,7 +117,7 @@ type Bot struct {
 // NewBot returns a notifier posting to a channel with a bot token.
 func NewBot(c BotConfig) *Bot {
 	timeout := cmp.Or(c.Timeout, DefaultTimeout)
-	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: timeout})}
+	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: timeout, CheckRedirect: sameOrigin})}
 	if c.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.APIURL, "/")+"/"))
 	}
@@ -268,6 +268,21 @@ func (b *Bot) Ephemeral(ctx context.Context, channel, user, text string) error {
 	if err != nil {
 		_, clean := classify(err, b.token)
 		return clean
+	}
+	return nil
+}
+
+// sameOrigin follows a redirect only to the scheme, host and port the
+// request went to: the token it carries goes nowhere else.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) == 0 {
+		return nil
+	}
+	if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		return errors.New("slack: refused to follow a redirect to another address")
+	}
+	if len(via) > 5 {
+		return errors.New("slack: stopped after 5 redirects")
 	}
 	return nil
 }

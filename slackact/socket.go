@@ -9,6 +9,8 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+
+	"github.com/retryaudit/retryaudit/n8n"
 )
 
 // SocketConfig configures a Socket Mode connection.
@@ -70,7 +72,7 @@ func CheckAppToken(ctx context.Context, c SocketConfig) error {
 // client is the Web API client of an app token.
 func client(c SocketConfig) *slack.Client {
 	opts := []slack.Option{slack.OptionAppLevelToken(c.AppToken),
-		slack.OptionHTTPClient(&http.Client{Timeout: max(c.Timeout, 15*time.Second)})}
+		slack.OptionHTTPClient(&http.Client{Timeout: max(c.Timeout, 15*time.Second), CheckRedirect: n8n.CheckRedirect})}
 	if c.APIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.APIURL, "/")+"/"))
 	}
