@@ -51,6 +51,7 @@ const (
 	ActResolveDone   Act = "resolve:done"
 	ActResolveFailed Act = "resolve:failed"
 	ActCancel        Act = "cancel"
+	ActLookup        Act = "lookup"
 	anyOutcome       Act = "done|failed|unknown"
 	doneOrUnknown    Act = "done|unknown"
 	failedOrUnknown  Act = "failed|unknown"
@@ -211,6 +212,8 @@ var Table = []Row{
 		"a person says never to act on it"},
 	{anyState, anyResolve, WhoPerson, "", false, "", AnsConflict, "", "", false,
 		"only a processing entry is resolved"},
+	{anyState, ActLookup, WhoPerson, "", false, "", AnsRecorded, KindLookup, "", false,
+		"a person looked the order up in the CRM: written down, the entry and its version unchanged"},
 }
 
 // rowFor returns the first row of Table that matches; ok is false when
