@@ -115,7 +115,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 		}
 	}
 	rec := audit.LookupRecord{Source: key.Source, EventID: key.EventID, Item: item, Actor: who.Name,
-		Via: who.Via}
+		Via: who.Via, Result: audit.LookupError}
 	if err := rec.Validate(); err != nil { // before the CRM hears of it
 		return Result{}, err
 	}

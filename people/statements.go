@@ -2,7 +2,7 @@ package people
 
 // The statements of this package, named parameters only; each runs on
 // SQLite and PostgreSQL alike (the times they compare are passed as the
-// store stores them: store.Time).
+// store stores them: store.Time). '::' is sqlx's escape of a colon: ':'.
 const (
 	// actionInsert writes an action that touches no entry.
 	actionInsert = `INSERT INTO people_actions (at, actor, via, action, source, event_id, detail)
@@ -25,12 +25,12 @@ ORDER BY id DESC LIMIT 1`
 	logRead = `SELECT origin, id, at, actor, via, action, source, event_id, item, crm_ref, detail FROM (
   SELECT 'h' AS origin, h.id, h.at, h.actor,
     CASE WHEN h.delivery = '' THEN 'page' ELSE h.delivery END AS via,
-    CASE WHEN h.decision = '' THEN h.kind ELSE h.kind || ':' || h.decision END AS action,
+    CASE WHEN h.decision = '' THEN h.kind ELSE h.kind || '::' || h.decision END AS action,
     h.source, h.event_id, h.item, h.crm_ref, h.message AS detail
   FROM event_history h
   WHERE h.actor <> '' AND h.at >= :from AND h.at < :until
     AND (:actor = '' OR h.actor = :actor) AND (:source = '' OR h.source = :source)
-    AND (:action = '' OR h.kind = :action OR h.kind || ':' || h.decision = :action)
+    AND (:action = '' OR h.kind = :action OR h.kind || '::' || h.decision = :action)
     AND (h.at < :cursor_at OR (h.at = :cursor_at AND (:cursor_origin > 'h' OR (:cursor_origin = 'h' AND h.id < :cursor_id))))
   ORDER BY h.at DESC, h.id DESC LIMIT :limit
 ) hist
@@ -41,7 +41,7 @@ SELECT origin, id, at, actor, via, action, source, event_id, item, crm_ref, deta
   FROM people_actions p
   WHERE p.at >= :from AND p.at < :until
     AND (:actor = '' OR p.actor = :actor) AND (:source = '' OR p.source = :source)
-    AND (:action = '' OR p.action = :action OR substr(p.action, 1, length(:action) + 1) = :action || ':')
+    AND (:action = '' OR p.action = :action OR substr(p.action, 1, length(:action) + 1) = :action || '::')
     AND (p.at < :cursor_at OR (p.at = :cursor_at AND (:cursor_origin > 'p' OR (:cursor_origin = 'p' AND p.id < :cursor_id))))
   ORDER BY p.at DESC, p.id DESC LIMIT :limit
 ) acts
