@@ -93,11 +93,11 @@ func (l *Lookups) Run(ctx context.Context, key audit.EventKey, who Who) (Result,
 
 // RunItem is Run for one item of an event.
 func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, who Who) (Result, error) {
-	cfg, ok := l.sources[key.Source]
-	if l == nil || !ok {
+	if !l.Configured(key.Source) {
 		return Result{}, audit.FieldErrors{"source": fmt.Sprintf("no CRM lookup is configured for %q "+
 			"(RETRYAUDIT_CRM_LOOKUP)", key.Source)}.Err()
 	}
+	cfg := l.sources[key.Source]
 	d, err := l.store.EventPage(ctx, key.Source, key.EventID, audit.HistoryPage{Limit: 1})
 	if err != nil {
 		return Result{}, err
