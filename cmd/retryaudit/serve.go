@@ -17,6 +17,8 @@ import (
 
 	"github.com/retryaudit/retryaudit/handlers"
 	"github.com/retryaudit/retryaudit/metrics"
+	"github.com/retryaudit/retryaudit/n8n"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 const serveUsage = `serve listens on RETRYAUDIT_ADDR, applies pending migrations, and runs the
@@ -61,7 +63,12 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "http://" + ln.Addr().String()
 	}
-	h, err := handlers.New(handlers.Config{
+	lookups, err := people.NewLookups(app.store, app.links(cfg.BaseURL), n8n.Redactor{}, cfg.CRMLookups)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	h, err := handlers.New(handlers.Config{Lookups: lookups,
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
