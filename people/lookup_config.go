@@ -88,7 +88,7 @@ func (c *LookupConfig) Check() (field string, err error) {
 		return "TOKEN_HEADER", fmt.Errorf("%q is not a header name", c.TokenHeader)
 	}
 	if strings.ContainsAny(c.Token, "\r\n") {
-		return "TOKEN_FILE", fmt.Errorf("the token holds a line break")
+		return "TOKEN", fmt.Errorf("the token holds a line break")
 	}
 	if c.Ref == "" {
 		return "REF", fmt.Errorf("required: the JSON path of the order's reference in the CRM's answer (e.g. data.0.id)")
