@@ -139,7 +139,7 @@ func (h *Handler) lookupData(ctx context.Context, data *eventData) error {
 	f := &formView{Path: data.Path, Holder: data.HolderExecutionID, Version: data.Version, Confirm: !data.NeedsReview}
 	if res.Found() {
 		f.To, f.CRMRef = string(audit.StatusDone), res.CRMRef
-		f.Note = "Found in the CRM" + refWords(res.CRMRef) + " (lookup by " + res.Actor + " at " + when + ")"
+		f.Note = "Found" + refWords(res.CRMRef) + " in the CRM (lookup by " + res.Actor + " at " + when + ")"
 		f.Button = "Found" + refWords(res.CRMRef) + " → mark done"
 	} else {
 		f.To = string(audit.StatusFailed)

@@ -143,7 +143,7 @@ func TestLookupPage(t *testing.T) {
 			// The one-click form, as the page carries it (the version the
 			// person saw before the lookup: still good).
 			form := url.Values{"to": {"done"}, "crm_ref": {"CRM-123"}, "holder": {"1"}, "version": {seen},
-				"note": {"Found in the CRM CRM-123 (lookup by alice)"}}
+				"note": {"Found CRM-123 in the CRM (lookup by alice)"}}
 			resp, body := s.pageWith(t, "POST", "/events/shop/found-1", alice, form, sameSite)
 			if resp.StatusCode != http.StatusSeeOther {
 				t.Fatalf("status %d:\n%s", resp.StatusCode, body)
