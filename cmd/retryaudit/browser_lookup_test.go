@@ -29,7 +29,7 @@ func TestBrowserLookup(t *testing.T) {
 	}))
 	t.Cleanup(crm.Close)
 	svc := startService(t, map[string]string{"RETRYAUDIT_CRM_LOOKUP": "shop",
-		"RETRYAUDIT_CRM_LOOKUP_SHOP_URL": crm.URL + "/orders?external_id={source}:{event_id}",
+		"RETRYAUDIT_CRM_LOOKUP_SHOP_URL":   crm.URL + "/orders?external_id={source}:{event_id}",
 		"RETRYAUDIT_CRM_LOOKUP_SHOP_TOKEN": "crm-token", "RETRYAUDIT_CRM_LOOKUP_SHOP_FOUND": "orders.0",
 		"RETRYAUDIT_CRM_LOOKUP_SHOP_REF": "orders.0.number",
 		"RETRYAUDIT_CRM_LINKS":           "shop=https://crm.example.com/orders/{crm_ref}"})
