@@ -14,6 +14,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
+	"github.com/retryaudit/retryaudit/people"
 	"github.com/retryaudit/retryaudit/notify"
 )
 
@@ -202,6 +203,15 @@ func (a *app) retention(ctx context.Context) error {
 	if p != (audit.Pruned{}) {
 		a.log.Info("retention", "events", p.Events, "errors", p.Errors, "executions", p.Executions,
 			"payloads_dropped", p.Payloads)
+	}
+	if err != nil {
+		return err
+	}
+	// The audit log's actions that touch no entry are kept as long as the
+	// events' history is.
+	n, err := people.Prune(ctx, a.store, now.Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("retention", "audit_log_actions", n)
 	}
 	return err
 }
