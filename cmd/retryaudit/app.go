@@ -30,6 +30,9 @@ type app struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	owner   string // this process, for leases
+	// lookups runs the sources' CRM lookups (RETRYAUDIT_CRM_LOOKUP): the
+	// pages, the API and Slack share it.
+	lookups *people.Lookups
 }
 
 // openApp opens the store with the configuration's settings. exclusive
@@ -70,6 +73,10 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 	var err error
 	a.store, err = store.Open(ctx, opts)
 	if err != nil {
+		return nil, err
+	}
+	if a.lookups, err = people.NewLookups(a.store, a.links(""), n8n.Redactor{}, cfg.CRMLookups); err != nil {
+		a.store.Close()
 		return nil, err
 	}
 	return a, nil

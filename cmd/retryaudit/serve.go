@@ -17,8 +17,6 @@ import (
 
 	"github.com/retryaudit/retryaudit/handlers"
 	"github.com/retryaudit/retryaudit/metrics"
-	"github.com/retryaudit/retryaudit/n8n"
-	"github.com/retryaudit/retryaudit/people"
 )
 
 const serveUsage = `serve listens on RETRYAUDIT_ADDR, applies pending migrations, and runs the
@@ -63,12 +61,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "http://" + ln.Addr().String()
 	}
-	lookups, err := people.NewLookups(app.store, app.links(cfg.BaseURL), n8n.Redactor{}, cfg.CRMLookups)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	h, err := handlers.New(handlers.Config{Lookups: lookups,
+	h, err := handlers.New(handlers.Config{Lookups: app.lookups,
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
