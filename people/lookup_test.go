@@ -170,3 +170,33 @@ func TestLookupConfigRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestLookupPOST(t *testing.T) {
+	st := audittest.Open(t, "sqlite", store.Options{})
+	got := make(chan string, 1)
+	crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := make([]byte, 1024)
+		n, _ := r.Body.Read(body)
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("X-Api-Key") + " " + r.Header.Get("X-Tenant") + " " +
+			r.Header.Get("Content-Type") + " " + string(body[:n])
+		w.Write([]byte(`{"total":1,"items":[{"ref":4711}]}`))
+	}))
+	t.Cleanup(crm.Close)
+	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+		URL: crm.URL + "/search/{source}", Method: "post", Body: `{"external_id":"{source}:{event_id}"}`,
+		Token: "k", TokenHeader: "X-Api-Key", Headers: map[string]string{"X-Tenant": "eu"}, Found: "total",
+		Ref: "items.0.ref"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim(t, st, `say "hi"\`)
+	res, err := l.Run(context.Background(), audit.EventKey{Source: "shop", EventID: `say "hi"\`},
+		people.Who{Name: "bob", Via: audit.ViaSlack})
+	if err != nil || res.Outcome != audit.LookupFound || res.CRMRef != "4711" || res.Via != audit.ViaSlack {
+		t.Fatalf("%+v %v", res, err)
+	}
+	want := `POST /search/shop k eu application/json {"external_id":"shop:say \"hi\"\\"}`
+	if g := <-got; g != want {
+		t.Errorf("the CRM got %s\nwant %s", g, want)
+	}
+}
