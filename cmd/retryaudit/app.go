@@ -14,8 +14,8 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
-	"github.com/retryaudit/retryaudit/people"
 	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
