@@ -104,6 +104,10 @@ func (h *Handler) lookupPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
+	if c.PostForm("back") == "review" { // the only place a lookup goes back to: no open redirect
+		c.Redirect(http.StatusSeeOther, "/review?looked=1#"+cardID(source, eventID))
+		return
+	}
 	c.Redirect(http.StatusSeeOther, audit.Links{}.Event(source, eventID)+"?looked=1#lookup")
 }
 
@@ -121,22 +125,38 @@ type lookupView struct {
 // lookupData prepares the lookup beside an event's resolve form, and
 // prefills the form from the newest answer.
 func (h *Handler) lookupData(ctx context.Context, data *eventData) error {
-	if !h.cfg.Lookups.Configured(data.Source) {
-		return nil
-	}
-	v := &lookupView{Path: audit.Links{}.Event(data.Source, data.EventID) + lookupSuffix}
-	data.Lookup = v
-	res, ok, err := h.cfg.Lookups.Latest(ctx, audit.EventKey{Source: data.Source, EventID: data.EventID}, "")
-	if err != nil || !ok {
+	v, err := h.lookupFor(ctx, data.Event, data.Resolvable)
+	if err != nil || v == nil {
 		return err
 	}
+	data.Lookup = v
+	if f := v.Resolve; f != nil && data.Form == (resolveForm{}) {
+		data.Form = resolveForm{To: f.To, Note: f.Note, CRMRef: f.CRMRef}
+	}
+	return nil
+}
+
+// lookupFor is an event's lookup as the pages show it: nil when its
+// source has none. resolvable says a person may resolve the event (not
+// its items) now: then the newest answer, if the entry has not moved
+// since, is offered as a one-click resolution fenced by the version shown.
+func (h *Handler) lookupFor(ctx context.Context, ev audit.Event, resolvable bool) (*lookupView, error) {
+	if !h.cfg.Lookups.Configured(ev.Source) {
+		return nil, nil
+	}
+	path := audit.Links{}.Event(ev.Source, ev.EventID)
+	v := &lookupView{Path: path + lookupSuffix}
+	res, ok, err := h.cfg.Lookups.Latest(ctx, audit.EventKey{Source: ev.Source, EventID: ev.EventID}, "")
+	if err != nil || !ok {
+		return v, err
+	}
 	v.Result = &res
-	v.Changed = res.Version != data.Version
-	if !data.Resolvable || v.Changed || res.Outcome == audit.LookupError {
-		return nil
+	v.Changed = res.Version != ev.Version
+	if !resolvable || v.Changed || res.Outcome == audit.LookupError {
+		return v, nil
 	}
 	when := res.At.UTC().Format(time.RFC3339)
-	f := &formView{Path: data.Path, Holder: data.HolderExecutionID, Version: data.Version, Confirm: !data.NeedsReview}
+	f := &formView{Path: path, Holder: ev.HolderExecutionID, Version: ev.Version, Confirm: !ev.NeedsReview}
 	if res.Found() {
 		f.To, f.CRMRef = string(audit.StatusDone), res.CRMRef
 		f.Note = "Found" + refWords(res.CRMRef) + " in the CRM (lookup by " + res.Actor + " at " + when + ")"
@@ -147,10 +167,7 @@ func (h *Handler) lookupData(ctx context.Context, data *eventData) error {
 		f.Button = "Not found → mark failed"
 	}
 	v.Resolve = f
-	if data.Form == (resolveForm{}) {
-		data.Form = resolveForm{To: f.To, Note: f.Note, CRMRef: f.CRMRef}
-	}
-	return nil
+	return v, nil
 }
 
 func refWords(ref string) string {
@@ -169,4 +186,9 @@ func lookupWords(r people.Result) string {
 		return "not found"
 	}
 	return "the CRM could not answer: " + r.Message
+}
+
+// cardID is the anchor of an event's card in the review queue.
+func cardID(source, eventID string) string {
+	return "card-" + audit.IdempotencyKey(source, eventID, "")
 }

@@ -105,12 +105,33 @@ func TestLookupPage(t *testing.T) {
 		s.claim(t, claimBody("shop", "found-1", "1"))
 		s.outcome(t, map[string]any{"source": "shop", "event_id": "found-1", "outcome": "unknown", "execution_id": "1"})
 		s.claim(t, claimBody("shop", "gone-1", "1")) // running: not in review yet
+		s.claim(t, claimBody("shop", "found-2", "1"))
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "found-2", "outcome": "unknown", "execution_id": "1"})
 		t.Run("the review queue and the event page offer the button", func(t *testing.T) {
 			for _, path := range []string{"/review", "/events/shop/found-1"} {
 				_, body := s.page(t, "GET", path, alice, nil)
 				if !strings.Contains(body, `action="/events/shop/found-1/lookup"`) || !strings.Contains(body, "Look up in CRM") {
 					t.Errorf("%s has no lookup button:\n%s", path, body)
 				}
+			}
+		})
+		t.Run("from the review queue, the answer is on the event's card", func(t *testing.T) {
+			resp, _ := s.pageWith(t, "POST", "/events/shop/found-2/lookup", alice, url.Values{"back": {"review"}}, sameSite)
+			loc := resp.Header.Get("Location")
+			if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/review?looked=1#card-ra_") {
+				t.Fatalf("status %d, location %q", resp.StatusCode, loc)
+			}
+			_, body := s.page(t, "GET", "/review", alice, nil)
+			card := body[strings.Index(body, `id="`+loc[strings.Index(loc, "#")+1:]+`"`):]
+			card = card[:strings.Index(card, "</section>")]
+			for _, want := range []string{"Found CRM-123", "Found CRM-123 → mark done", `name="crm_ref" maxlength="500" value="CRM-123"`} {
+				if !strings.Contains(card, want) {
+					t.Errorf("the card lacks %q:\n%s", want, card)
+				}
+			}
+			resp, _ = s.pageWith(t, "POST", "/events/shop/found-2/lookup", alice, url.Values{"back": {"https://evil.example"}}, sameSite)
+			if loc := resp.Header.Get("Location"); !strings.HasPrefix(loc, "/events/shop/found-2?looked=1") {
+				t.Errorf("back elsewhere went to %q", loc)
 			}
 		})
 		t.Run("a lookup from another site is refused", func(t *testing.T) {

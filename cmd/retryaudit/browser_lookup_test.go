@@ -12,9 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestBrowserLookup drives the CRM lookup in Chromium: from the review
-// queue's "Look up in CRM" button to the event page with the answer beside
-// the resolve form, in the light and the dark scheme and at phone width
+// TestBrowserLookup drives the CRM lookup in Chromium: the review queue's
+// "Look up in CRM" button puts the answer on the event's card, and the
+// event page shows it beside the resolve form, in the light and the dark scheme and at phone width
 // (nothing wider than the screen), then the one-click "Found CRM-123 →
 // mark done", and the audit log listing both. Screenshots go to the test's
 // artifact directory (go test -artifacts -outputdir DIR).
@@ -47,9 +47,24 @@ func TestBrowserLookup(t *testing.T) {
 		chromedp.Navigate(svc.URL+"/review"),
 		chromedp.WaitVisible(css(`section.card form.lookup button`)),
 		chromedp.Click(css(`section.card form.lookup button`)),
-		chromedp.WaitVisible(css(`section.lookup p.lookup-result`)),
+		chromedp.WaitVisible(css(`section.card div.lookup p.lookup-result`)),
 	); err != nil {
 		fail("look up from the review queue", err)
+	}
+	card, err := chromedp.Run(ctx, chromedp.Text(css(`section.card div.lookup`)))
+	if err != nil || !strings.Contains(card, "Found CRM-123") {
+		t.Errorf("the review card says %q (%v)", card, err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(shots, "review-lookup.png"), shot, 0o644)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(svc.URL+"/events/shop/order-1042"),
+		chromedp.WaitVisible(css(`section.lookup p.lookup-result`))); err != nil {
+		fail("the event page", err)
 	}
 	result, err := chromedp.Run(ctx, chromedp.Text(css(`section.lookup`)))
 	if err != nil {
@@ -118,7 +133,7 @@ func TestBrowserLookup(t *testing.T) {
 	if !strings.Contains(log, "resolution:done") || !strings.Contains(log, "lookup:found") {
 		t.Errorf("the audit log:\n%s", log)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err == nil {
 		err = os.WriteFile(filepath.Join(shots, "audit-log.png"), shot, 0o644)
 	}
