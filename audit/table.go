@@ -8,7 +8,7 @@ import (
 // The transitions of a ledger entry, written down once: the state it is in,
 // what happened, and who it came from, to what it becomes, the answer, and
 // what is written beside it. Every decision the ledger makes about an
-// entry is a row of this table (rowFor); the rest of the code finds out the
+// entry is a row of this table (decide); the rest of the code finds out the
 // state and who (identify, whoFor) and writes what the row says (apply).
 // The first row that matches wins; "*" matches anything.
 //
@@ -221,15 +221,9 @@ var Table = []Row{
 		"a person looked the order up in the CRM: written down, the entry and its version unchanged"},
 }
 
-// rowFor returns the first row of Table that matches; ok is false when
-// none does (a combination the ledger never meets).
-func rowFor(s State, a Act, w Who) (Row, bool) {
-	for _, r := range Table {
-		if r.State.matches(s) && r.Act.matches(a) && r.Who.matches(w) {
-			return r, true
-		}
-	}
-	return Row{}, false
+// matches reports whether a row is for a state, an act and who.
+func (r Row) matches(s State, a Act, w Who) bool {
+	return r.State.matches(s) && r.Act.matches(a) && r.Who.matches(w)
 }
 
 func (p State) matches(s State) bool {
@@ -358,14 +352,16 @@ func whoFor(e *Entry, id Identity) Who {
 	return WhoOther
 }
 
-// decide looks the row up; a combination the table lacks is a bug, not an
-// answer.
+// decide finds the first row of Table that matches; a combination the
+// table lacks is a bug, not an answer.
 func (d *Decider) decide(e *Entry, a Act, w Who) Row {
-	row, ok := rowFor(StateOf(e), a, w)
-	if !ok {
-		panic(fmt.Sprintf("audit: no row for %s × %s × %s", StateOf(e), a, w))
+	s := StateOf(e)
+	for _, r := range Table {
+		if r.matches(s, a, w) {
+			return r
+		}
 	}
-	return row
+	panic(fmt.Sprintf("audit: no row for %s × %s × %s", s, a, w))
 }
 
 // apply moves an entry as a row says, for actor (an execution's id, or a
