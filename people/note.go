@@ -47,6 +47,9 @@ func Note(ctx context.Context, st *store.Store, a Action) error {
 	if a.At.IsZero() {
 		a.At = time.Now()
 	}
+	if strings.TrimSpace(a.Actor) == "" {
+		a.Actor = "(no name)"
+	}
 	clean := func(s string, n int) string {
 		s, _ = audit.CleanText(s)
 		return audit.Truncate(strings.TrimSpace(s), n)
