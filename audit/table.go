@@ -56,6 +56,7 @@ const (
 	ActResolveDone   Act = "resolve:done"
 	ActResolveFailed Act = "resolve:failed"
 	ActCancel        Act = "cancel"
+	ActLookup        Act = "lookup"
 	anyOutcome       Act = "done|failed|unknown"
 	doneOrUnknown    Act = "done|unknown"
 	failedOrUnknown  Act = "failed|unknown"
@@ -216,6 +217,8 @@ var Table = []Row{
 		"a person says never to act on it"},
 	{anyState, anyResolve, WhoPerson, "", false, "", AnsConflict, "", "", false,
 		"only a processing entry is resolved"},
+	{anyState, ActLookup, WhoPerson, "", false, "", AnsRecorded, KindLookup, "", false,
+		"a person looked the order up in the CRM: written down, the entry and its version unchanged"},
 }
 
 // matches reports whether a row is for a state, an act and who.

@@ -17,6 +17,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 // Config is what the handlers need; cmd/retryaudit fills it.
@@ -68,8 +69,10 @@ type Config struct {
 	// SlackInteractions answers POST /slack/interactions: the presses of
 	// the alerts' buttons, signed by Slack (nil: no such route).
 	SlackInteractions http.Handler
-	Logger            *slog.Logger
-	Now               func() time.Time
+	// Lookups runs the CRM lookups (RETRYAUDIT_CRM_LOOKUP); nil: none.
+	Lookups *people.Lookups
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Handler serves every route.
@@ -175,6 +178,8 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.POST("/outcomes", h.bodyBudget(h.cfg.MaxBody), h.outcome)
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
+	v1.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.postEventAPI) // …/lookup
+	v1.GET("/audit-log", h.auditLogAPI)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)

@@ -260,11 +260,13 @@ func (b *Bot) AuthTest(ctx context.Context) (AuthInfo, error) {
 }
 
 // Ephemeral shows text to one user in a channel, and to nobody else
-// (chat.postEphemeral): the answer to a button pressed on an alert.
+// (chat.postEphemeral): the answer to a button pressed on an alert. The
+// text is escaped: what a CRM or n8n said mentions nobody and links
+// nowhere.
 func (b *Bot) Ephemeral(ctx context.Context, channel, user, text string) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	_, err := b.client.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(fit(text, maxText), false))
+	_, err := b.client.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(fit(text, maxText), true))
 	if err != nil {
 		_, clean := classify(err, b.token)
 		return clean

@@ -61,7 +61,7 @@ var ErrUnavailable = errors.New("not available on this instance")
 func (a StoreActions) Resolve(ctx context.Context, p Press, to audit.Status) (string, error) {
 	v := p.Entry
 	_, err := a.Store.Resolve(ctx, audit.ResolveRequest{Source: v.Source, EventID: v.EventID, Item: v.Item, To: to,
-		Actor: p.Person, Note: Via, Holder: v.Holder, Version: v.Version})
+		Actor: p.Person, Note: Via, Holder: v.Holder, Version: v.Version, Via: audit.ViaSlack})
 	var ae *audit.Error
 	switch {
 	case errors.As(err, &ae) && ae.Fields["confirm"] != "":

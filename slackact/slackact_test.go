@@ -165,7 +165,8 @@ func TestSignedPressMarksDoneAndUpdatesTheMessage(t *testing.T) {
 			t.Fatalf("after the press: %s by %q", ev.Status, ev.ResolvedBy)
 		}
 		last := ev.History[len(ev.History)-1]
-		if last.Kind != audit.KindResolution || last.Actor != "alice" || last.Message != slackact.Via {
+		if last.Kind != audit.KindResolution || last.Actor != "alice" || last.Message != slackact.Via ||
+			last.Delivery != audit.ViaSlack {
 			t.Fatalf("the history says %+v", last)
 		}
 		eph := r.slack.waitFor(t, "chat.postEphemeral", 1)[0]

@@ -28,6 +28,7 @@ type request struct {
 	report  *audit.N8NErrorReport
 	hooks   []audit.N8NHookReport
 	resolve *audit.ResolveRequest
+	lookup  *audit.LookupRecord
 	stale   *staleCheck
 	word    *audit.N8NWord // what n8n's API said of the request's execution
 }
@@ -63,6 +64,8 @@ func (r *request) key() audit.EventKey {
 		return audit.EventKey{Source: r.outcome.Source, EventID: r.outcome.EventID}
 	case r.resolve != nil:
 		return audit.EventKey{Source: r.resolve.Source, EventID: r.resolve.EventID}
+	case r.lookup != nil:
+		return audit.EventKey{Source: r.lookup.Source, EventID: r.lookup.EventID}
 	case r.stale != nil:
 		return r.stale.key
 	}
@@ -102,6 +105,8 @@ func wantOf(jobs []*ledgerJob) *want {
 			w.touch = true
 		case r.resolve != nil:
 			w.event(r.resolve.Source, r.resolve.EventID)
+		case r.lookup != nil:
+			w.event(r.lookup.Source, r.lookup.EventID)
 		case r.stale != nil:
 			w.event(r.stale.key.Source, r.stale.key.EventID)
 			w.id(r.stale.holder)
@@ -150,6 +155,8 @@ func (s *Store) decide(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now 
 			}
 		case r.resolve != nil:
 			a.status, j.err = d.Resolve(*r.resolve)
+		case r.lookup != nil:
+			j.err = d.Lookup(*r.lookup)
 		case r.stale != nil:
 			a.stale = d.Stale(r.stale.key, r.stale.holder, r.stale.cutoff)
 		}
@@ -299,6 +306,21 @@ func (s *Store) Resolve(ctx context.Context, req audit.ResolveRequest) (audit.St
 	a, err := s.alone(ctx, &request{resolve: &req})
 	return a.status, err
 }
+
+// RecordLookup writes a person's CRM lookup in the event's history
+// (audit.Decider.Lookup), redacted; the entry and its version stay.
+func (s *Store) RecordLookup(ctx context.Context, r audit.LookupRecord) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r = r.Stored(s.redact)
+	_, err := s.alone(ctx, &request{lookup: &r})
+	return err
+}
+
+// Time is a time as this database compares it, for statements written
+// outside the store on its handle (DB).
+func (s *Store) Time(t time.Time) any { return s.t(t) }
 
 // DetectStale alerts, once per processing period, about entries processing
 // for longer than the review delay without an outcome. Each is decided in a

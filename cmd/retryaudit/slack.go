@@ -136,15 +136,22 @@ func (a *app) slackHandler() *slackact.Handler {
 	a.slackOnce.Do(func() {
 		cfg := a.cfg
 		bot := notify.NewBot(notify.BotConfig{Token: cfg.SlackBotToken, Channel: cfg.SlackChannel, APIURL: cfg.SlackAPIURL})
-		a.slack = &slackact.Handler{Actions: slackact.StoreActions{Store: a.store}, Users: cfg.SlackUsers, Reply: bot,
-			Log: a.log}
+		acts := slackact.StoreActions{Store: a.store}
+		if a.lookups != nil {
+			acts.LookupFunc = slackact.PeopleLookup(a.lookups)
+		}
+		a.slack = &slackact.Handler{Actions: acts, Users: cfg.SlackUsers, Reply: bot, Log: a.log}
 	})
 	return a.slack
 }
 
 // actionButtons says which buttons act on an entry from the bot's messages.
 func (a *app) actionButtons() notify.ActionButtons {
-	return notify.ActionButtons{On: a.cfg.SlackActions() && a.cfg.SlackBotToken != ""}
+	b := notify.ActionButtons{On: a.cfg.SlackActions() && a.cfg.SlackBotToken != ""}
+	if a.lookups != nil {
+		b.Lookup = a.lookups.Configured
+	}
+	return b
 }
 
 // interactions is POST /slack/interactions, or nil without a signing
