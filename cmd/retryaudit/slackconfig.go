@@ -94,7 +94,9 @@ func (e *envReader) slackUsers(c config) map[string]string {
 			e.fail(name, "%q is not a Slack user id (such as U0123ABCD: the profile's ⋮ menu, Copy member ID)", id)
 		case users[id] != "":
 			e.fail(name, "%s is given twice", id)
-		case c.UITrustHeader == "" && c.UIUsers[person] == nil:
+		case c.UITrustHeader == "" && len(c.UIUsers) == 0 && person != "admin":
+			e.fail(name, "%q is none of the pages' people: without RETRYAUDIT_UI_USERS the pages have one, admin", person)
+		case c.UITrustHeader == "" && len(c.UIUsers) > 0 && c.UIUsers[person] == nil:
 			e.fail(name, "%q is none of the pages' people: add it to RETRYAUDIT_UI_USERS", person)
 		default:
 			users[id] = person

@@ -46,6 +46,19 @@ func TestSlackActionsAndDigestConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("the pages' generated admin", func(t *testing.T) {
+		_, err := loadConfig(env(map[string]string{"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-1", "RETRYAUDIT_SLACK_CHANNEL": "C0ALERTS",
+			"RETRYAUDIT_SLACK_APP_TOKEN": "xapp-1", "RETRYAUDIT_SLACK_USERS": "U0ADMIN=admin"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = loadConfig(env(map[string]string{"RETRYAUDIT_SLACK_BOT_TOKEN": "xoxb-1", "RETRYAUDIT_SLACK_CHANNEL": "C0ALERTS",
+			"RETRYAUDIT_SLACK_APP_TOKEN": "xapp-1", "RETRYAUDIT_SLACK_USERS": "U0ADMIN=alice"}))
+		if err == nil || !strings.Contains(err.Error(), "the pages have one, admin") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+
 	t.Run("off by default", func(t *testing.T) {
 		c, err := loadConfig(env(nil))
 		if err != nil || c.SlackActions() || c.DigestOn || c.DigestTZ != time.UTC {
