@@ -68,7 +68,10 @@ func (a StoreActions) Resolve(ctx context.Context, p Press, to audit.Status) (st
 		return "", errors.New("the entry does not wait for review and may still be running: " +
 			"resolve it on its audit page, where you can confirm that no execution runs the action")
 	case err != nil:
-		return "", errors.New(strings.TrimPrefix(err.Error(), "audit: "))
+		// The fence's words are the page's: say them of the alert.
+		msg := strings.TrimPrefix(err.Error(), "audit: ")
+		msg = strings.Replace(msg, "since the page was loaded", "since this alert showed it", 1)
+		return "", errors.New(strings.Replace(msg, "reload the page", "open its audit page", 1))
 	}
 	if to == audit.StatusDone {
 		return "Marked done: " + name(v) + ".", nil
