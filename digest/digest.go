@@ -186,7 +186,7 @@ func (m *Maker) record(ctx context.Context, d notify.Digest, now time.Time) (boo
 			return false, fmt.Errorf("digest: encode: %w", err)
 		}
 		var id int64
-		arg := map[string]any{"thread_key": notify.DigestThread(d.Day), "kind": audit.RowAlert, "payload": payload}
+		arg := map[string]any{"thread_key": notify.DigestThread(d.Day), "kind": notify.RowDigest, "payload": payload}
 		err = m.named(tx, `INSERT INTO outbox (thread_key, kind, payload, state) VALUES (:thread_key, :kind, :payload, 'pending')
 			RETURNING id`, arg, func(q string, args []any) error { return tx.GetContext(ctx, &id, q, args...) })
 		if err != nil {

@@ -15,6 +15,10 @@ import (
 // KindDigest is the alert kind of the daily digest's outbox row.
 const KindDigest = "daily_digest"
 
+// RowDigest is the outbox row kind of a digest: a message of its own, not
+// an alert (the overview does not count it among them).
+const RowDigest = "digest"
+
 // DigestThread names the outbox thread of one day's digest.
 func DigestThread(day string) string { return "digest:" + day }
 
