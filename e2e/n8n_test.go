@@ -44,6 +44,8 @@ type suite struct {
 	fails     workflow // a webhook that fails without the service
 	// extra returns the steps a control run adds after the control steps.
 	extra func(*run) []step
+	// env adds to the service's variables.
+	env map[string]string
 }
 
 // TestRealN8N wires retryaudit into a real n8n with retryaudit connect
@@ -201,6 +203,9 @@ func (s *suite) startService(t *testing.T, backend string) *service {
 	}
 	if backend == "postgres" {
 		env["RETRYAUDIT_DATABASE_URL"] = audittest.URL(t, "postgres")
+	}
+	for k, v := range s.env {
+		env[k] = v
 	}
 	return startService(t, s.bin, env)
 }
