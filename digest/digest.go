@@ -8,8 +8,6 @@ package digest
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -215,9 +213,5 @@ func (m *Maker) named(q interface{ Rebind(string) string }, query string, arg ma
 	if err != nil {
 		return err
 	}
-	err = fn(q.Rebind(bound), args)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("no row: %w", err)
-	}
-	return err
+	return fn(q.Rebind(bound), args)
 }
