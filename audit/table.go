@@ -51,6 +51,7 @@ const (
 	ActResolveDone   Act = "resolve:done"
 	ActResolveFailed Act = "resolve:failed"
 	ActCancel        Act = "cancel"
+	ActRetry         Act = "retry"
 	anyOutcome       Act = "done|failed|unknown"
 	doneOrUnknown    Act = "done|unknown"
 	failedOrUnknown  Act = "failed|unknown"
@@ -211,6 +212,10 @@ var Table = []Row{
 		"a person says never to act on it"},
 	{anyState, anyResolve, WhoPerson, "", false, "", AnsConflict, "", "", false,
 		"only a processing entry is resolved"},
+	{anyFailed, ActRetry, WhoPerson, "", false, "", AnsChanged, KindRetry, "", true,
+		"a person asks n8n to retry the failed execution: written first, so a form shown before it is stale; the Retry's report settles it"},
+	{anyState, ActRetry, WhoPerson, "", false, "", AnsConflict, "", "", false,
+		"only a failed entry is retried: a retry of a processing, done or cancelled entry is never sent"},
 }
 
 // rowFor returns the first row of Table that matches; ok is false when
