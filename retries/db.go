@@ -56,7 +56,7 @@ const (
 		WHERE run_id = :run_id AND state = 'sending'`
 	// itemPending is an entry's latest retry still waiting for its outcome.
 	itemPending = `SELECT ` + itemColumns + ` FROM retry_items
-		WHERE source = :source AND event_id = :event_id AND item = :item AND state IN ('sending', 'no_answer')
+		WHERE source = :source AND event_id = :event_id AND item = :item AND state IN ('sending', 'no_answer') AND sent_at > 0
 		ORDER BY id DESC LIMIT 1`
 )
 
@@ -114,4 +114,16 @@ func (d db) exec(ctx context.Context, query string, arg any) (int64, error) {
 		return 0, &audit.Error{Code: audit.CodeUnavailable, Message: "retries: the database did not answer", Err: err}
 	}
 	return res.RowsAffected()
+}
+
+// namedGet runs a statement in a transaction and scans its one row.
+func namedGet(ctx context.Context, tx *sqlx.Tx, dest any, query string, arg any) error {
+	q, args, err := sqlx.Named(query, arg)
+	if err != nil {
+		return fmt.Errorf("retries: %w", err)
+	}
+	if err := tx.GetContext(ctx, dest, tx.Rebind(q), args...); err != nil {
+		return &audit.Error{Code: audit.CodeUnavailable, Message: "retries: the database did not answer", Err: err}
+	}
+	return nil
 }
