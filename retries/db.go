@@ -52,7 +52,7 @@ const (
 	// have been.
 	itemsCancel      = `UPDATE retry_items SET state = 'cancelled', updated_at = :now WHERE run_id = :run_id AND state = 'planned'`
 	itemsInterrupted = `UPDATE retry_items SET state = 'unknown', updated_at = :now,
-		reason = 'the instance running it stopped while n8n was asked: look at the event before retrying again'
+		reason = 'the instance running it stopped while n8n was asked; look at the event before retrying again'
 		WHERE run_id = :run_id AND state = 'sending'`
 	// itemPending is an entry's latest retry still waiting for its outcome.
 	itemPending = `SELECT ` + itemColumns + ` FROM retry_items
