@@ -17,6 +17,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
+	"github.com/retryaudit/retryaudit/retries"
 )
 
 // Config is what the handlers need; cmd/retryaudit fills it.
@@ -65,8 +66,11 @@ type Config struct {
 	ServeMetrics bool
 	Metrics      *metrics.Metrics
 	UI           UIConfig
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Retrier sends people's retries to n8n (nil: the retry endpoints and
+	// pages are not served).
+	Retrier *retries.Retrier
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Handler serves every route.
@@ -176,6 +180,7 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.GET("/stats", h.getStats)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 
+	h.registerRetries(r)
 	h.registerPages(r)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/retries"
 )
 
 // app is the wiring shared by the commands: the store and the clients of
@@ -28,6 +29,7 @@ type app struct {
 	others  map[string]*n8n.Client
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	retrier *retries.Retrier
 	owner   string // this process, for leases
 }
 
@@ -71,6 +73,18 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 	if err != nil {
 		return nil, err
 	}
+	rc := retries.Config{Store: a.store, Rate: cfg.RetryRate, InFlight: cfg.RetryInFlight, Owner: a.owner,
+		Log: log.With("component", "retries")}
+	apis := &lookupByInstance{clients: map[string]*n8n.Client{audit.DefaultInstance: a.n8n}, links: a.links("")}
+	for name, c := range a.others {
+		apis.clients[name] = c
+	}
+	for _, c := range apis.clients {
+		if c != nil {
+			rc.N8N = apis
+		}
+	}
+	a.retrier = retries.New(rc)
 	return a, nil
 }
 
@@ -161,6 +175,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		}
 		return err
 	})
+	j.run(ctx, func(ctx context.Context) error { a.retrier.Watch(ctx); return nil })
 	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
 		_, err := a.store.DetectStale(ctx)
 		return err
