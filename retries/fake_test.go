@@ -52,7 +52,7 @@ func (f *fakeN8N) set(id, status, retryOf string) {
 		mode, ro = "retry", retryOf
 	}
 	f.execs[id] = map[string]any{"id": id, "workflowId": "wf", "mode": mode, "status": status, "retryOf": ro,
-		"startedAt": "2026-12-06T10:00:00Z", "stoppedAt": nil}
+		"startedAt": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), "stoppedAt": nil}
 }
 
 func (f *fakeN8N) prune(id string) {
