@@ -22,13 +22,21 @@ import (
 // sent, then started, followed and cancelled.
 
 func (h *Handler) registerRetryPages(p gin.IRouter) {
+	g := p.Group("/retries", h.pageRetrier)
+	g.GET("", h.retriesPage)
+	g.POST("", h.bodyBudget(1<<20), h.startRetriesPage)
+	g.GET("/:id", h.retryRunPage)
+	g.POST("/:id/cancel", h.bodyBudget(4<<10), h.cancelRetryRunPage)
+}
+
+// pageRetrier answers 404 where no retrier is configured.
+func (h *Handler) pageRetrier(c *gin.Context) {
 	if h.cfg.Retrier == nil {
+		h.pageError(c, http.StatusNotFound, "Not found", "Retries are not offered here.")
+		c.Abort()
 		return
 	}
-	p.GET("/retries", h.retriesPage)
-	p.POST("/retries", h.bodyBudget(1<<20), h.startRetriesPage)
-	p.GET("/retries/:id", h.retryRunPage)
-	p.POST("/retries/:id/cancel", h.bodyBudget(4<<10), h.cancelRetryRunPage)
+	c.Next()
 }
 
 // retryFromPage takes the event page's "Retry in n8n" form (to=retry),

@@ -22,14 +22,21 @@ import (
 // same cross-site fence as the pages' forms.
 
 func (h *Handler) registerRetries(r gin.IRouter) {
-	if h.cfg.Retrier == nil {
-		return
-	}
-	api := r.Group("/v1", h.apiPerson)
+	api := r.Group("/v1", h.apiPerson, h.needRetrier)
 	api.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.retryEvent)
 	api.POST("/retries", h.bodyBudget(h.cfg.MaxBody), h.startRetries)
 	api.GET("/retries/:id", h.getRetryRun)
 	api.POST("/retries/:id/cancel", h.cancelRetryRun)
+}
+
+// needRetrier answers 503 where no retrier is configured (a handler built
+// without one).
+func (h *Handler) needRetrier(c *gin.Context) {
+	if h.cfg.Retrier == nil {
+		h.apiError(c, http.StatusServiceUnavailable, "unavailable", "retries are not offered by this service", nil)
+		return
+	}
+	c.Next()
 }
 
 // apiPerson signs a person in for a /v1 endpoint, answering JSON.
