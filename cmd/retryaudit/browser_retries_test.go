@@ -177,7 +177,7 @@ func TestBrowserRetries(t *testing.T) {
 		fail("preview", err)
 	}
 	plan := read(`section.plan`)
-	for _, want := range []string{"Preview: 4 to retry of 5 entries", "Nothing has been sent yet", "1 done entries",
+	for _, want := range []string{"Preview: 4 to retry of 5 entries", "Nothing has been sent yet", "1 done entry matches",
 		"skip: processing"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the preview lacks %q:\n%s", want, plan)
