@@ -267,3 +267,14 @@ func checkCell(t *testing.T, s State, a Act, w Who, row Row) {
 		t.Errorf("alerts %v, want none", alerts)
 	}
 }
+
+// rowFor returns the first row of Table that matches, as Decider.decide
+// finds it; ok is false when none does.
+func rowFor(s State, a Act, w Who) (Row, bool) {
+	for _, r := range Table {
+		if r.matches(s, a, w) {
+			return r, true
+		}
+	}
+	return Row{}, false
+}

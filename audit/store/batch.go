@@ -101,45 +101,39 @@ func newBatcher[Req, Res any](s *Store, name string, cfg Batching,
 // queued, or waits too long to start, is shed with ErrOverloaded; one whose
 // caller gives up before it starts is never run.
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
-	j, err := b.once(ctx, req)
-	return j.res, err
-}
-
-// once queues a request once and waits for the batch that runs it.
-func (b *batcher[Req, Res]) once(ctx context.Context, req Req) (*job[Req, Res], error) {
 	j := &job[Req, Res]{ctx: ctx, req: req, queued: time.Now(), done: make(chan struct{}), seq: b.seq.Add(1)}
 	closed := &audit.Error{Code: audit.CodeUnavailable, Message: b.name + ": the store is closed"}
 	if b.s.closing.Err() != nil {
-		return j, closed
+		return j.res, closed
 	}
 	if b.late() {
 		b.s.metrics.Shed(b.name)
-		return j, b.s.overloaded(b.name + ": the queue is longer than can start in time")
+		return j.res, b.s.overloaded(b.name + ": the queue is longer than can start in time")
 	}
 	select {
 	case b.queue <- j:
 	default:
 		b.s.metrics.Shed(b.name)
-		return j, b.s.overloaded(b.name + ": the queue is full")
+		return j.res, b.s.overloaded(b.name + ": the queue is full")
 	}
 	select {
 	case <-j.done:
 	case <-ctx.Done():
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return j, b.s.overloaded(b.name + ": waiting for a batch")
+			return j.res, b.s.overloaded(b.name + ": waiting for a batch")
 		}
 		<-j.done // it runs now: its answer is the truth, give it
 	case <-b.s.closing.Done():
 		// No worker takes it any more (one that took it finishes it).
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return j, closed
+			return j.res, closed
 		}
 		<-j.done
 	}
 	if j.err == nil && j.after != nil {
 		j.after()
 	}
-	return j, j.err
+	return j.res, j.err
 }
 
 // late reports that the requests queued already would take longer than

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -337,4 +340,347 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// lockArgs are what a batch asks the lock to read: the events its requests
+// name, the n8n ids and run stamps of their executions, the dedupe keys of
+// their errors; touch also locks the events the executions (and what they
+// retry) touched (error reports), pending also reads the errors waiting for
+// the executions' claims, evidence the reports kept as evidence.
+type lockArgs struct {
+	Keys     string `db:"keys"`
+	IDs      string `db:"ids"`
+	Stamps   string `db:"stamps"`
+	Dedupe   string `db:"dedupe"`
+	Touch    bool   `db:"touch"`
+	Pending  bool   `db:"pending"`
+	Evidence bool   `db:"evidence"`
+}
+
+// lockRows is what LedgerLock returns: one JSON array a table.
+type lockRows struct {
+	Events     []byte `db:"events"`
+	Held       []byte `db:"held"`
+	Items      []byte `db:"items"`
+	Executions []byte `db:"executions"`
+	Presences  []byte `db:"presences"`
+	Evidence   []byte `db:"evidence"`
+	Pending    []byte `db:"pending"`
+	Errors     []byte `db:"errors"`
+}
+
+// want is what a batch's requests name, gathered for the lock.
+type want struct {
+	keys                []audit.EventKey
+	ids, stamps, dedupe []string
+	touch, pending      bool
+	evidence            bool
+}
+
+func (w *want) event(source, eventID string) {
+	k := audit.EventKey{Source: source, EventID: eventID}
+	if !slices.Contains(w.keys, k) {
+		w.keys = append(w.keys, k)
+	}
+}
+
+func (w *want) id(id string) {
+	if id != "" && !slices.Contains(w.ids, id) {
+		w.ids = append(w.ids, id)
+	}
+}
+
+func (w *want) stamp(stamp, like string) {
+	if stamp == "" {
+		return
+	}
+	if !slices.Contains(w.stamps, stamp) {
+		w.stamps = append(w.stamps, stamp)
+	}
+	w.id(audit.StampMaker(stamp, like))
+}
+
+func (w *want) word(word *audit.N8NWord) {
+	if word == nil || !word.Asked || word.Err != nil {
+		return
+	}
+	w.id(word.Self.RetryOf)
+	for _, a := range word.Ancestors {
+		w.id(a.ID)
+		w.id(a.RetryOf)
+	}
+}
+
+// lock locks the entries a batch names (rows another session holds are
+// reported, not waited for) and reads everything its decisions read, in
+// one statement.
+func (s *Store) lock(ctx context.Context, tx *sqlx.Tx, w *want) (*audit.Snapshot, error) {
+	slices.SortFunc(w.keys, func(a, b audit.EventKey) int {
+		return slices.Compare([]string{a.Source, a.EventID}, []string{b.Source, b.EventID})
+	})
+	var rows lockRows
+	if err := s.one(ctx, tx, &rows, "lock entries", s.q.LedgerLock, lockArgs{Keys: rowSet(w.keys), IDs: rowSet(w.ids),
+		Stamps: rowSet(w.stamps), Dedupe: rowSet(w.dedupe), Touch: w.touch, Pending: w.pending,
+		Evidence: w.evidence}); err != nil {
+		return nil, err
+	}
+	snap := audit.NewSnapshot()
+	var (
+		events    []eventRow
+		held      []audit.EventKey
+		items     []itemRow
+		execs     []executionRow
+		presences []presenceRow
+		evidence  []historyRow
+		pending   []errorRow
+		known     []errorRow
+	)
+	for _, c := range []struct {
+		raw  []byte
+		into any
+	}{{rows.Events, &events}, {rows.Held, &held}, {rows.Items, &items}, {rows.Executions, &execs},
+		{rows.Presences, &presences}, {rows.Evidence, &evidence}, {rows.Pending, &pending}, {rows.Errors, &known}} {
+		if len(c.raw) == 0 {
+			continue // NULL: none
+		}
+		if err := json.Unmarshal(c.raw, c.into); err != nil {
+			return nil, &audit.Error{Code: audit.CodeInternal, Message: "lock entries: read", Err: err}
+		}
+	}
+	for _, r := range events {
+		e := r.entry()
+		snap.Entries[e.EntryKey] = e
+	}
+	for _, k := range held {
+		snap.Locked[k] = true
+	}
+	for _, r := range items {
+		e := r.entry()
+		snap.Entries[e.EntryKey] = e
+	}
+	for _, r := range execs {
+		x := r.exec()
+		snap.Execs[x.ID] = x
+	}
+	for _, r := range presences {
+		snap.AddPresence(r.presence())
+	}
+	for _, r := range evidence {
+		snap.AddEvidence(audit.EntryKey{Source: r.Source, EventID: r.EventID, Item: r.Item}, r.ExecutionID, r.Kind,
+			audit.Outcome(r.Decision), r.Version)
+	}
+	for _, r := range pending {
+		snap.Pending = append(snap.Pending, audit.PendingError{ID: r.ID, ExecutionID: r.ExecutionID, Root: r.Root,
+			Record: r.record()})
+	}
+	for _, r := range known {
+		snap.Errors[r.DedupeKey] = r.record()
+	}
+	return snap, nil
+}
+
+// writeArgs are the named parameters of LedgerWrite: each row set one JSON
+// array of objects, read by name.
+type writeArgs struct {
+	Events     string `db:"events"`
+	Items      string `db:"items"`
+	Executions string `db:"executions"`
+	Presences  string `db:"presences"`
+	History    string `db:"history"`
+	Outbox     string `db:"outbox"`
+	Counters   string `db:"counters"`
+	Waits      string `db:"waits"`
+	Links      string `db:"links"`
+	ReRoots    string `db:"reroots"`
+	Now        any    `db:"now"`
+	Hour       any    `db:"hour"`
+	Shard      int    `db:"shard"`
+}
+
+// write writes a batch's plan in tx: its new errors first (their ids go
+// into the history lines and alerts that name them), then everything else
+// in one statement (LedgerWrite: one data-modifying statement on
+// PostgreSQL, a statement a table on SQLite), then the group alerts. A new
+// key another session made meanwhile fails on the unique key, and the
+// batch runs again.
+func (s *Store) write(ctx context.Context, tx *sqlx.Tx, p *audit.Plan, now time.Time) (map[string]int64, error) {
+	ids, err := s.writeErrors(ctx, tx, p, now)
+	if err != nil {
+		return nil, err
+	}
+	for i := range p.Lines {
+		if id, ok := ids[p.Lines[i].ErrorKey]; ok && p.Lines[i].ErrorKey != "" {
+			p.Lines[i].ErrorID = &id
+		}
+	}
+	var a writeArgs
+	var events []eventRow
+	var items []itemRow
+	for _, e := range p.Entries {
+		if e.Item == "" {
+			events = append(events, eventRowOf(e))
+		} else {
+			items = append(items, itemRowOf(e))
+		}
+	}
+	execs := make([]executionRow, len(p.Execs))
+	for i, x := range p.Execs {
+		execs[i] = executionRowOf(x, now)
+	}
+	presences := make([]presenceRow, len(p.Presences))
+	for i, pr := range p.Presences {
+		presences[i] = presenceRowOf(pr)
+	}
+	history := make([]historyRow, len(p.Lines))
+	for i, l := range p.Lines {
+		history[i] = historyRowOf(l)
+	}
+	var outbox []outboxRow
+	for _, n := range p.Notices {
+		if id := ids[n.ErrorKey]; n.ErrorKey != "" && id != 0 {
+			n.Alert.ErrorID = id
+		}
+		row, err := outboxRowOf(n.Thread, n.Role, n.Alert)
+		if err != nil {
+			return nil, err
+		}
+		row.DueAt = at(now.Add(time.Duration(n.Due) * time.Second))
+		outbox = append(outbox, row)
+	}
+	a = writeArgs{Events: rowSet(events), Items: rowSet(items), Executions: rowSet(execs), Presences: rowSet(presences),
+		History: rowSet(history), Outbox: rowSet(outbox), Counters: rowSet(counterRows(p.Counters)),
+		Waits: rowSet(p.Waits), Links: rowSet(p.Links), ReRoots: rowSet(p.ReRoots),
+		Now: s.t(now), Hour: s.t(now.UTC().Truncate(time.Hour)), Shard: s.shard(tx)}
+	if _, err := s.namedExec(ctx, tx, "write ledger", s.q.LedgerWrite, a); err != nil {
+		return nil, err
+	}
+	for _, g := range p.Groups {
+		if id := ids[g.ErrorKey]; g.ErrorKey != "" && id != 0 {
+			g.Alert.ErrorID = id
+		}
+		if err := s.alertGroup(ctx, tx, g, now); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// writeErrors records the plan's new errors and merges what second reports
+// add to recorded ones; it returns the new errors' ids by dedupe key.
+func (s *Store) writeErrors(ctx context.Context, tx *sqlx.Tx, p *audit.Plan, now time.Time) (map[string]int64, error) {
+	var rows []errorRow
+	for _, w := range p.Errors {
+		if w.Merge != nil {
+			m := w.Merge
+			if _, err := s.namedExec(ctx, tx, "merge error", s.q.ErrorMerge, map[string]any{
+				"id": m.ID, "retry_of": m.RetryOf, "workflow_id": m.WorkflowID, "workflow_name": m.WorkflowName,
+				"mode": m.Mode, "node": m.Node, "message": m.Message, "http_code": m.HTTPCode, "url": m.URL,
+				"payload": m.Payload, "truncated": m.PayloadTruncated}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		r := w.Report
+		row := errorRow{DedupeKey: r.DedupeKey, Kind: r.Kind, ExecutionID: r.ExecutionID, RetryOf: r.RetryOf,
+			Root: w.Root, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName, Mode: r.Mode, Node: r.Node,
+			Message: r.Message, HTTPCode: r.HTTPCode, URL: r.URL, Payload: r.Payload,
+			PayloadTruncated: flag(r.Truncated), Note: r.Note}
+		if w.Link != nil {
+			row.Source, row.EventID = &w.Link.Source, &w.Link.EventID
+		}
+		rows = append(rows, row)
+	}
+	ids := map[string]int64{}
+	if len(rows) == 0 {
+		return ids, nil
+	}
+	var inserted []struct {
+		ID        int64  `db:"id"`
+		DedupeKey string `db:"dedupe_key"`
+	}
+	if err := s.namedSelect(ctx, tx, &inserted, "record errors", s.q.ErrorBatchInsert, struct {
+		Errors string `db:"errors"`
+		Now    any    `db:"now"`
+	}{rowSet(rows), s.t(now)}); err != nil {
+		return nil, err
+	}
+	if len(inserted) != len(rows) {
+		// Another session recorded one of them since the batch read its
+		// dedupe keys: decide again, seeing it.
+		return nil, errDecideAgain
+	}
+	for _, e := range inserted {
+		ids[e.DedupeKey] = e.ID
+	}
+	return ids, nil
+}
+
+// counterRows are the plan's counters in key order, so that two batches
+// that drew one shard lock its rows in the same order.
+func counterRows(c map[audit.CounterKey]int) []counterRow {
+	rows := make([]counterRow, 0, len(c))
+	for k, n := range c {
+		rows = append(rows, counterRow{Source: k.Source, WorkflowID: k.WorkflowID, Metric: k.Metric, N: n})
+	}
+	slices.SortFunc(rows, func(a, b counterRow) int {
+		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.WorkflowID, b.WorkflowID), cmp.Compare(a.Metric, b.Metric))
+	})
+	return rows
+}
+
+// rowSet marshals a batch's rows as one JSON array: an empty set is [].
+func rowSet[T any](rows []T) string {
+	if len(rows) == 0 {
+		return "[]"
+	}
+	raw, _ := json.Marshal(rows) // strings, booleans, numbers and times only: it cannot fail
+	return string(raw)
+}
+
+// inTx runs fn in a transaction and commits it. A PostgreSQL serialization
+// failure or deadlock runs fn again, up to three times: fn must not have
+// effects outside the transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = s.tryTx(ctx, fn); err == nil || !s.retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if s.writer != nil {
+		select {
+		case s.writer <- struct{}{}:
+			defer func() { <-s.writer }()
+		case <-ctx.Done():
+			return s.dbError("wait for the writer", ctx.Err())
+		}
+	}
+	start := time.Now()
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err == nil && s.txSetup != "" {
+		if _, err = tx.ExecContext(ctx, s.txSetup); err != nil {
+			tx.Rollback()
+		}
+	}
+	s.metrics.Ran("begin", start)
+	if err != nil {
+		return s.dbError("begin", err)
+	}
+	defer s.shards.Delete(tx)
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	start = time.Now()
+	err = tx.Commit()
+	s.metrics.Ran("commit", start)
+	if err != nil {
+		return s.commitError(err)
+	}
+	s.lastCommit.Store(time.Now().UnixNano())
+	return nil
 }

@@ -329,54 +329,6 @@ func (s *Store) SchemaCurrent(ctx context.Context) (bool, error) {
 	return !pending, nil
 }
 
-// inTx runs fn in a transaction and commits it. A PostgreSQL serialization
-// failure or deadlock runs fn again, up to three times: fn must not have
-// effects outside the transaction.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.tryTx(ctx, fn); err == nil || !s.retryable(err) {
-			return err
-		}
-	}
-	return err
-}
-
-func (s *Store) tryTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	if s.writer != nil {
-		select {
-		case s.writer <- struct{}{}:
-			defer func() { <-s.writer }()
-		case <-ctx.Done():
-			return s.dbError("wait for the writer", ctx.Err())
-		}
-	}
-	start := time.Now()
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err == nil && s.txSetup != "" {
-		if _, err = tx.ExecContext(ctx, s.txSetup); err != nil {
-			tx.Rollback()
-		}
-	}
-	s.metrics.Ran("begin", start)
-	if err != nil {
-		return s.dbError("begin", err)
-	}
-	defer s.shards.Delete(tx)
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	start = time.Now()
-	err = tx.Commit()
-	s.metrics.Ran("commit", start)
-	if err != nil {
-		return s.commitError(err)
-	}
-	s.lastCommit.Store(time.Now().UnixNano())
-	return nil
-}
-
 // prepared returns query prepared once for the pool and bound to q when q
 // is a transaction (database/sql prepares it once per connection). Inside a
 // transaction a statement not prepared yet is prepared in the background and

@@ -22,7 +22,7 @@ type costRow struct {
 
 // benchCost measures, at each client count on PostgreSQL, what a claim
 // costs: the service's CPU and PostgreSQL's CPU per claim (read from /proc,
-// every postgres process included), beside PostgreSQL's CPU per insert of
+// the backends of its database: see backendCPU), beside PostgreSQL's CPU per insert of
 // the seed's one statement under pgbench in the same round, the throughput
 // ratio, p99 and round trips per batch. With old set, the old binary and
 // the new one run alternately, rounds times, each on a database of its own.
@@ -43,12 +43,13 @@ func benchCost(ctx context.Context, o options, old string, rounds int) error {
 	var rows []costRow
 	for _, c := range o.clients {
 		for round := 1; round <= rounds; round++ {
-			pg0 := postgresCPU()
+			meter := backendCPU(dbs[o.bin].name)
 			pg, err := dbs[o.bin].pgbench(ctx, c, int(o.duration.Seconds()))
+			spent := meter()
 			if err != nil {
 				return err
 			}
-			perInsert := time.Duration(float64(postgresCPU()-pg0) / (pg.TPS * o.duration.Seconds()))
+			perInsert := time.Duration(float64(spent) / (pg.TPS * o.duration.Seconds()))
 			for _, bin := range bins {
 				r, err := costOf(ctx, o, bin, dbs[bin], c)
 				if err != nil {
@@ -87,9 +88,9 @@ func costOf(ctx context.Context, o options, bin string, db *database, c int) (co
 	if err := db.analyze(ctx); err != nil {
 		return costRow{}, err
 	}
-	before, cpu0, pg0 := svc.scrapeStatements(), svc.cpu(), postgresCPU()
+	before, cpu0, meter := svc.scrapeStatements(), svc.cpu(), backendCPU(db.name)
 	m := closedLoop(ctx, svc, c, o.duration, w.request("claim"))
-	r := costRow{bin: bin, claims: m, svcCPU: svc.cpu() - cpu0, pgCPU: postgresCPU() - pg0}
+	r := costRow{bin: bin, claims: m, svcCPU: svc.cpu() - cpu0, pgCPU: meter()}
 	r.claims.clients = c
 	_, r.trips = profile(before, svc.scrapeStatements(), m.n)
 	return r, nil

@@ -43,31 +43,64 @@ func (s *service) cpu() time.Duration {
 	return own
 }
 
-// postgresCPU is the CPU time of the whole PostgreSQL cluster on this
-// machine so far: every postgres process's own time, and the time of the
-// backends that ended, which their postmaster reaped. A difference of two
-// readings is what PostgreSQL spent between them, whichever client asked.
-func postgresCPU() time.Duration {
-	dirs, _ := os.ReadDir("/proc")
-	pids := map[string]string{} // pid → ppid, postgres processes only
-	var total time.Duration
-	children := map[string]time.Duration{}
-	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
+// backendCPU measures the CPU time of the PostgreSQL backends serving
+// database db from now until the returned function is called: every
+// backend process whose title names db, sampled every 100 ms so that a
+// backend that ends in between (pgbench's, at its exit) keeps what it had
+// spent by its last sample. Other databases' backends (other tests on the
+// same cluster) and the cluster's shared processes (WAL writer,
+// checkpointer) are not counted, for the service and for pgbench alike.
+func backendCPU(db string) (stop func() time.Duration) {
+	base, last := map[string]time.Duration{}, map[string]time.Duration{}
+	first := true
+	sample := func() {
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			if _, err := strconv.Atoi(d.Name()); err != nil {
+				continue
+			}
+			title, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+			if err != nil || !strings.HasPrefix(string(title), "postgres: ") ||
+				!strings.Contains(string(title), " "+db+" ") {
+				continue
+			}
+			own, _, _, _, ok := procCPU(d.Name())
+			if !ok {
+				continue
+			}
+			if _, seen := base[d.Name()]; !seen {
+				base[d.Name()] = 0
+				if first {
+					base[d.Name()] = own
+				}
+			}
+			last[d.Name()] = own
 		}
-		own, reaped, comm, ppid, ok := procCPU(d.Name())
-		if !ok || comm != "postgres" {
-			continue
-		}
-		pids[d.Name()] = ppid
-		total += own
-		children[d.Name()] = reaped
+		first = false
 	}
-	for pid, ppid := range pids {
-		if _, child := pids[ppid]; !child { // a postmaster: its reaped backends count
-			total += children[pid]
+	sample()
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				sample()
+				return
+			case <-t.C:
+				sample()
+			}
 		}
+	}()
+	return func() time.Duration {
+		close(done)
+		<-finished
+		var total time.Duration
+		for pid, cpu := range last {
+			total += cpu - base[pid]
+		}
+		return total
 	}
-	return total
 }
