@@ -26,7 +26,7 @@ func (h *Handler) registerRetries(r gin.IRouter) {
 	api.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.retryEvent)
 	api.POST("/retries", h.bodyBudget(h.cfg.MaxBody), h.startRetries)
 	api.GET("/retries/:id", h.getRetryRun)
-	api.POST("/retries/:id/cancel", h.cancelRetryRun)
+	api.POST("/retries/:id/cancel", h.bodyBudget(64<<10), h.cancelRetryRun)
 }
 
 // needRetrier answers 503 where no retrier is configured (a handler built
@@ -239,6 +239,10 @@ func (h *Handler) getRetryRun(c *gin.Context) {
 func (h *Handler) cancelRetryRun(c *gin.Context) {
 	id, ok := h.runID(c)
 	if !ok {
+		return
+	}
+	var none struct{}
+	if c.Request.ContentLength != 0 && !h.decodeStrict(c, &none) { // no body, or {}
 		return
 	}
 	run, err := h.cfg.Retrier.Cancel(c.Request.Context(), id, c.GetString(ctxUser))

@@ -104,13 +104,16 @@ func (f *retryN8N) total() int {
 }
 
 // newRetryServer is a server with people, a fake n8n and the retrier.
-func newRetryServer(t *testing.T, dialect string) (*server, *retryN8N) {
+func newRetryServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *store.Options)) (*server, *retryN8N) {
 	f := newRetryN8N(t)
 	client := n8n.New(f.URL+"/api/v1", "key", nil)
 	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(),
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	opts := store.Options{Lookup: client}
 	withUI(&cfg, &opts)
+	for _, e := range edit {
+		e(&cfg, &opts)
+	}
 	cfg.Store = audittest.Open(t, dialect, opts)
 	f.store = cfg.Store
 	cfg.Retrier = retries.New(retries.Config{Store: cfg.Store, N8N: client, Rate: 6000, InFlight: 2})
@@ -374,3 +377,9 @@ func regexpFind(s, expr string) string {
 }
 
 func unescapeHTML(s string) string { return html.UnescapeString(s) }
+
+// personRoute says whether a /v1 route is a person's act, signed in as
+// the pages are (the retries).
+func personRoute(method, path string) bool {
+	return method == http.MethodPost && strings.HasPrefix(path, "/v1/events/") || strings.HasPrefix(path, "/v1/retries")
+}

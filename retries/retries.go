@@ -145,7 +145,8 @@ func (r *Retrier) One(ctx context.Context, key audit.EntryKey, version int64, wh
 		Actor: who.Name, Via: who.Via, ExecutionID: "x"}).Validate(); err != nil {
 		return Result{}, err
 	}
-	return r.send(ctx, key, version, who, 0)
+	// The person waits for n8n's answer: a closed page does not cut it.
+	return r.send(ctx, context.WithoutCancel(ctx), key, version, who, 0)
 }
 
 // target is what a check found: the entry's version and the execution to
@@ -286,8 +287,9 @@ func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version int64
 }
 
 // send checks an entry, writes the request in the ledger, records it and
-// asks n8n; itemID is the run's item being sent (0: a single retry).
-func (r *Retrier) send(ctx context.Context, key audit.EntryKey, version int64, who Who, itemID int64) (Result, error) {
+// asks n8n, waiting for its answer as long as wait lasts (and RetryTimeout);
+// itemID is the run's item being sent (0: a single retry).
+func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version int64, who Who, itemID int64) (Result, error) {
 	t, err := r.check(ctx, key, version)
 	if err != nil {
 		return Result{}, err
@@ -314,7 +316,7 @@ func (r *Retrier) send(ctx context.Context, key audit.EntryKey, version int64, w
 	}
 	r.cfg.Log.Info("retry sent to n8n", "source", key.Source, "event_id", key.EventID, "item", key.Item,
 		"execution_id", t.executionID, "by", who.Name, "via", who.Via)
-	x, err := r.cfg.N8N.Retry(context.WithoutCancel(ctx), t.executionID)
+	x, err := r.cfg.N8N.Retry(wait, t.executionID)
 	res := Result{EntryKey: key, ExecutionID: t.executionID, NewExecutionID: x.ID, N8NStatus: x.Status}
 	switch {
 	case errors.Is(err, audit.ErrExecutionNotFound):

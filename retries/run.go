@@ -307,7 +307,9 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 // records why one was not sent.
 func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
 	key := audit.EntryKey{Source: it.Source, EventID: it.EventID, Item: it.Item}
-	_, err := r.send(ctx, key, it.Version, who, it.ID)
+	// At shutdown the wait for n8n ends: the item is recorded not answered
+	// (the Retry's report still settles the entry) and never sent again.
+	_, err := r.send(ctx, ctx, key, it.Version, who, it.ID)
 	if err == nil {
 		return
 	}

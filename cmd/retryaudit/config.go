@@ -60,17 +60,17 @@ type config struct {
 	UITrustHeader    string
 	UITrustedProxies []netip.Prefix
 
-	MaxErrorBody     int64
-	BodyBudget       int64
-	WriteProbe       time.Duration // how often /readyz's write probe writes
-	MaxConns         int           // connections open at once (RETRYAUDIT_MAX_CONNS)
-	MaxIdleConns     int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
-	DBMaxConns       int
-	DBLockTimeout    time.Duration
-	APITimeout       time.Duration // the longest a /v1 request may take
-	QueueSize        int           // claims that may wait for a batch
-	QueueWait        time.Duration // the longest a claim waits to start
-	MaxBatch         int
+	MaxErrorBody  int64
+	BodyBudget    int64
+	WriteProbe    time.Duration // how often /readyz's write probe writes
+	MaxConns      int           // connections open at once (RETRYAUDIT_MAX_CONNS)
+	MaxIdleConns  int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
+	DBMaxConns    int
+	DBLockTimeout time.Duration
+	APITimeout    time.Duration // the longest a /v1 request may take
+	QueueSize     int           // claims that may wait for a batch
+	QueueWait     time.Duration // the longest a claim waits to start
+	MaxBatch      int
 	// RetryRate and RetryInFlight bound bulk retries: retries started a
 	// minute, and retries waiting for n8n at once.
 	RetryRate        int
