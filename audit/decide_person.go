@@ -150,8 +150,12 @@ func (d *Decider) Retry(r RetryRequest) error {
 	if ev != e {
 		ev.Version, ev.Dirty = ev.Version+1, true
 	}
-	h := d.line(e, HistoryLine{Kind: KindRetry, ExecutionID: r.ExecutionID, Decision: "retry", Actor: r.Actor,
-		Message: fmt.Sprintf("asked n8n to retry execution %s (via %s)", r.ExecutionID, r.Via)})
+	msg := fmt.Sprintf("asked n8n to retry execution %s (via %s)", r.ExecutionID, r.Via)
+	if r.Run > 0 {
+		msg = fmt.Sprintf("asked n8n to retry execution %s (bulk run %d, via %s)", r.ExecutionID, r.Run, r.Via)
+	}
+	h := d.line(e, HistoryLine{Kind: KindRetry, ExecutionID: r.ExecutionID, Decision: "retry", Delivery: r.Via,
+		Actor: r.Actor, Message: msg})
 	d.news(e, h.HistoryLine, "")
 	return nil
 }

@@ -49,9 +49,11 @@ type RetryRequest struct {
 	Item    string
 	Version int64 // the entry's version the person saw (required)
 	Actor   string
-	Via     string // page, api, slack or bulk run N
+	Via     string // page, api or slack
 	// ExecutionID is the failed execution n8n is asked to retry.
 	ExecutionID string
+	// Run is the bulk run the retry is part of (0: none).
+	Run int64
 }
 
 // Validate checks every field and names each bad one.
@@ -64,7 +66,12 @@ func (r RetryRequest) Validate() error {
 		f.Add("version", "required: the entry's version you saw (a positive number)")
 	}
 	f.text("actor", r.Actor, true, MaxNameLen)
-	f.text("via", r.Via, true, MaxNameLen)
+	if r.Via != "page" && r.Via != "api" && r.Via != "slack" {
+		f.Add("via", "must be page, api or slack")
+	}
+	if r.Run < 0 {
+		f.Add("run", "must not be negative")
+	}
 	f.id("execution_id", r.ExecutionID, true)
 	return f.Err()
 }

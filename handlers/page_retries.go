@@ -201,7 +201,8 @@ func (h *Handler) startRetriesPage(c *gin.Context) {
 			"The form carried no preview to run. Nothing was sent: preview the retry again.")
 		return
 	}
-	run, err := h.cfg.Retrier.Start(c.Request.Context(), retries.Filter{Events: refs}, c.GetString(ctxUser))
+	run, err := h.cfg.Retrier.Start(c.Request.Context(), retries.Filter{Events: refs},
+		retries.Who{Name: c.GetString(ctxUser), Via: "page"})
 	var rf *retries.Refusal
 	switch {
 	case errors.As(err, &rf):

@@ -201,7 +201,7 @@ func (h *Handler) startRetries(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"plan": p})
 		return
 	}
-	run, err := h.cfg.Retrier.Start(c.Request.Context(), f, c.GetString(ctxUser))
+	run, err := h.cfg.Retrier.Start(c.Request.Context(), f, retries.Who{Name: c.GetString(ctxUser), Via: "api"})
 	if err != nil {
 		h.retryFail(c, err)
 		return

@@ -16,11 +16,11 @@ import (
 // same on both databases.
 
 const (
-	runInsert = `INSERT INTO retry_runs (created_by, filter, state, rate, in_flight, owner, heartbeat_at, created_at)
-		VALUES (:created_by, :filter, :state, :rate, :in_flight, :owner, :heartbeat_at, :created_at) RETURNING id`
-	runRead = `SELECT id, created_by, filter, state, rate, in_flight, owner, heartbeat_at, cancelled_by, created_at, finished_at
+	runInsert = `INSERT INTO retry_runs (created_by, via, filter, state, rate, in_flight, owner, heartbeat_at, created_at)
+		VALUES (:created_by, :via, :filter, :state, :rate, :in_flight, :owner, :heartbeat_at, :created_at) RETURNING id`
+	runRead = `SELECT id, created_by, via, filter, state, rate, in_flight, owner, heartbeat_at, cancelled_by, created_at, finished_at
 		FROM retry_runs WHERE id = :id`
-	runList = `SELECT id, created_by, filter, state, rate, in_flight, owner, heartbeat_at, cancelled_by, created_at, finished_at
+	runList = `SELECT id, created_by, via, filter, state, rate, in_flight, owner, heartbeat_at, cancelled_by, created_at, finished_at
 		FROM retry_runs ORDER BY id DESC LIMIT :limit`
 	runHeartbeat = `UPDATE retry_runs SET heartbeat_at = :now WHERE id = :id AND owner = :owner AND state = 'running'`
 	// runAdopt takes over a running run whose owner stopped beating.

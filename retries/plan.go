@@ -144,8 +144,8 @@ func (r *Retrier) candidates(ctx context.Context, f Filter) ([]Ref, int, error) 
 	if f.To != nil {
 		to = *f.To
 	}
-	arg := map[string]any{"source": f.Source, "workflow": f.Workflow, "from": r.cfg.Store.TimeArg(from),
-		"to": r.cfg.Store.TimeArg(to), "limit": MaxPlan + 1}
+	arg := map[string]any{"source": f.Source, "workflow": f.Workflow, "from": r.cfg.Store.Time(from),
+		"to": r.cfg.Store.Time(to), "limit": MaxPlan + 1}
 	var refs []Ref
 	if err := r.db.list(ctx, &refs, eventsOfFilter, arg); err != nil {
 		return nil, 0, err

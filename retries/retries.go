@@ -79,8 +79,7 @@ func New(cfg Config) *Retrier {
 func (r *Retrier) Rate() int     { return r.cfg.Rate }
 func (r *Retrier) InFlight() int { return r.cfg.InFlight }
 
-// Who is the person asking, and the way they asked (page, api, slack, or a
-// bulk run).
+// Who is the person asking, and the way they asked: page, api or slack.
 type Who struct {
 	Name string
 	Via  string
@@ -146,7 +145,7 @@ func (r *Retrier) One(ctx context.Context, key audit.EntryKey, version int64, wh
 		return Result{}, err
 	}
 	// The person waits for n8n's answer: a closed page does not cut it.
-	return r.send(ctx, context.WithoutCancel(ctx), key, version, who, 0)
+	return r.send(ctx, context.WithoutCancel(ctx), key, version, who, 0, 0)
 }
 
 // target is what a check found: the entry's version and the execution to
@@ -288,14 +287,14 @@ func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version int64
 
 // send checks an entry, writes the request in the ledger, records it and
 // asks n8n, waiting for its answer as long as wait lasts (and RetryTimeout);
-// itemID is the run's item being sent (0: a single retry).
-func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version int64, who Who, itemID int64) (Result, error) {
+// run and itemID are the run and its item being sent (0: a single retry).
+func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version int64, who Who, run, itemID int64) (Result, error) {
 	t, err := r.check(ctx, key, version)
 	if err != nil {
 		return Result{}, err
 	}
 	err = r.cfg.Store.Retry(ctx, audit.RetryRequest{Source: key.Source, EventID: key.EventID, Item: key.Item,
-		Version: t.version, Actor: who.Name, Via: who.Via, ExecutionID: t.executionID})
+		Version: t.version, Actor: who.Name, Via: who.Via, ExecutionID: t.executionID, Run: run})
 	var ae *audit.Error
 	if errors.As(err, &ae) && ae.Code == audit.CodeConflict {
 		return Result{}, &Refusal{Reason: ReasonChanged, Status: ae.Status, Message: ae.Message}

@@ -25,6 +25,7 @@ import (
 type Run struct {
 	ID          int64          `db:"id" json:"id"`
 	CreatedBy   string         `db:"created_by" json:"created_by"`
+	Via         string         `db:"via" json:"via"` // how it was started: page or api
 	FilterJSON  string         `db:"filter" json:"-"`
 	Filter      Filter         `db:"-" json:"filter"`
 	State       string         `db:"state" json:"state"` // running, finished, cancelled
@@ -57,7 +58,10 @@ func (r Run) Done() bool { return r.State != "running" }
 
 // Start plans a filter and starts a run of it for who; the run goes on in
 // the background (Get reads its progress).
-func (r *Retrier) Start(ctx context.Context, f Filter, who string) (Run, error) {
+func (r *Retrier) Start(ctx context.Context, f Filter, who Who) (Run, error) {
+	if who.Name == "" || who.Via != "page" && who.Via != "api" && who.Via != "slack" {
+		return Run{}, audit.FieldErrors{"via": "a run is started by a person, via page, api or slack"}.Err()
+	}
 	p, err := r.Plan(ctx, f)
 	if err != nil {
 		return Run{}, err
@@ -67,7 +71,7 @@ func (r *Retrier) Start(ctx context.Context, f Filter, who string) (Run, error) 
 	}
 	filter, _ := json.Marshal(f)
 	now := r.cfg.Now().UnixMilli()
-	run := Run{CreatedBy: who, FilterJSON: string(filter), State: "running", Rate: r.cfg.Rate, InFlight: r.cfg.InFlight,
+	run := Run{CreatedBy: who.Name, Via: who.Via, FilterJSON: string(filter), State: "running", Rate: r.cfg.Rate, InFlight: r.cfg.InFlight,
 		Owner: r.cfg.Owner, HeartbeatAt: now, CreatedMS: now}
 	tx, err := r.db.x.BeginTxx(ctx, nil)
 	if err != nil {
@@ -83,8 +87,8 @@ func (r *Retrier) Start(ctx context.Context, f Filter, who string) (Run, error) 
 			state, reason = "skipped", e.Reason+": "+e.Message
 		}
 		it := item{RunID: sql.NullInt64{Int64: run.ID, Valid: true}, Source: e.Source, EventID: e.EventID, Item: e.Item,
-			Version: e.Version, ExecutionID: e.ExecutionID, State: state, Reason: reason, Actor: who,
-			Via: fmt.Sprintf("bulk run %d", run.ID), UpdatedAt: now}
+			Version: e.Version, ExecutionID: e.ExecutionID, State: state, Reason: reason, Actor: who.Name,
+			Via: who.Via, UpdatedAt: now}
 		var id int64
 		if err := namedGet(ctx, tx, &id, itemInsert, it); err != nil {
 			return Run{}, err
@@ -93,7 +97,7 @@ func (r *Retrier) Start(ctx context.Context, f Filter, who string) (Run, error) 
 	if err := tx.Commit(); err != nil {
 		return Run{}, &audit.Error{Code: audit.CodeUnavailable, Message: "retries: commit", Err: err}
 	}
-	r.cfg.Log.Info("bulk retry run started", "run", run.ID, "by", who, "retries", p.Retries, "skipped", len(p.Entries)-p.Retries)
+	r.cfg.Log.Info("bulk retry run started", "run", run.ID, "by", who.Name, "via", who.Via, "retries", p.Retries, "skipped", len(p.Entries)-p.Retries)
 	r.launch(run.ID)
 	return r.Get(ctx, run.ID)
 }
@@ -247,7 +251,7 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 	}
 	every := time.Minute / time.Duration(max(run.Rate, 1))
 	slots := make(chan struct{}, max(run.InFlight, 1))
-	who := Who{Name: run.CreatedBy, Via: fmt.Sprintf("bulk run %d", id)}
+	who := Who{Name: run.CreatedBy, Via: run.Via}
 	defer func() {
 		for range cap(slots) {
 			slots <- struct{}{} // wait for the retries in flight
@@ -309,7 +313,7 @@ func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
 	key := audit.EntryKey{Source: it.Source, EventID: it.EventID, Item: it.Item}
 	// At shutdown the wait for n8n ends: the item is recorded not answered
 	// (the Retry's report still settles the entry) and never sent again.
-	_, err := r.send(ctx, ctx, key, it.Version, who, it.ID)
+	_, err := r.send(ctx, ctx, key, it.Version, who, it.RunID.Int64, it.ID)
 	if err == nil {
 		return
 	}

@@ -118,7 +118,7 @@ func TestBulk(t *testing.T) {
 				return "error"
 			}
 			start := time.Now()
-			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, "bob")
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestBulk(t *testing.T) {
 			for i := range 5 {
 				b.entry(t, fmt.Sprintf("c%d", i), audit.StatusFailed)
 			}
-			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, "bob")
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestBulk(t *testing.T) {
 			_, v1 := b.entry(t, "s1", audit.StatusFailed)
 			b.n8n.hold = make(chan struct{}) // the first retry waits
 			run, err := b.r.Start(ctx, retries.Filter{Events: []retries.Ref{{Source: "shop", EventID: "s0"},
-				{Source: "shop", EventID: "s1", Version: v1}}}, "bob")
+				{Source: "shop", EventID: "s1", Version: v1}}}, bob)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestBulk(t *testing.T) {
 				t.Errorf("n8n was asked %d times, want once", n)
 			}
 			// A stale version in a request is refused before anything starts.
-			_, err = b.r.Start(ctx, retries.Filter{Events: []retries.Ref{{Source: "shop", EventID: "s1", Version: v1}}}, "bob")
+			_, err = b.r.Start(ctx, retries.Filter{Events: []retries.Ref{{Source: "shop", EventID: "s1", Version: v1}}}, bob)
 			refusal(t, err, retries.ReasonNoFailed)
 		})
 		t.Run("a run its instance left is resumed by another: what was being sent is not sent again", func(t *testing.T) {
@@ -215,7 +215,7 @@ func TestBulk(t *testing.T) {
 			actx, stop := context.WithCancel(context.Background())
 			go b.r.Watch(actx)
 			time.Sleep(50 * time.Millisecond)
-			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, "bob")
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
 			if err != nil {
 				t.Fatal(err)
 			}

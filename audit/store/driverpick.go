@@ -27,6 +27,3 @@ func pickDriver(opts Options) (driver.Driver, string, string, error) {
 
 // t converts a time into a query argument.
 func (s *Store) t(t time.Time) any { return s.drv.Time(t) }
-
-// TimeArg is a time as the database compares it, for statements outside the store.
-func (s *Store) TimeArg(t time.Time) any { return s.t(t) }

@@ -317,6 +317,10 @@ func (s *Store) Retry(ctx context.Context, req audit.RetryRequest) error {
 	return err
 }
 
+// Time is a time as this database compares it, for statements written
+// outside the store on its handle (DB).
+func (s *Store) Time(t time.Time) any { return s.t(t) }
+
 // DetectStale alerts, once per processing period, about entries processing
 // for longer than the review delay without an outcome. Each is decided in a
 // transaction of its own, safe for several instances at once.

@@ -7,6 +7,7 @@
 CREATE TABLE retry_runs (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
     created_by    TEXT    NOT NULL,
+    via           TEXT    NOT NULL DEFAULT '',
     filter        TEXT    NOT NULL DEFAULT '',
     state         TEXT    NOT NULL,
     rate          INTEGER NOT NULL,
