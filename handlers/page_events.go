@@ -99,6 +99,7 @@ type itemRow struct {
 	CRMURL      string
 	Resolvable  bool
 	NeedsReview bool
+	Retryable   bool // a failed item: Retry in n8n
 }
 
 type executionRow struct {
@@ -208,6 +209,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 		itemHolder[it.Item] = it.HolderExecutionID
 		data.Items = append(data.Items, itemRow{Item: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
 			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing,
+			Retryable:   it.Status == audit.StatusFailed && h.cfg.Retrier != nil,
 			NeedsReview: it.Status == audit.StatusProcessing && (it.ReviewReason != "" || it.UpdatedAt.Before(cutoff))})
 	}
 	data.Evidence = h.evidence(d, itemHolder)

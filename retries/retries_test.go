@@ -232,5 +232,43 @@ func TestOne(t *testing.T) {
 				t.Errorf("n8n was asked %d times", n)
 			}
 		})
+		t.Run("an item of an event with items is retried by its own version; the event alone is refused", func(t *testing.T) {
+			b := newBench(t, dialect, retries.Config{})
+			ctx := context.Background()
+			b.n8n.set("77", "running", "")
+			if _, err := b.st.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "m1", ExecutionID: "77", WorkflowID: "wf",
+				Items: []string{"a", "b"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.st.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "m1", Item: "a",
+				Outcome: audit.OutcomeFailed, ExecutionID: "77", WorkflowID: "wf"}); err != nil {
+				t.Fatal(err)
+			}
+			b.n8n.set("77", "error", "")
+			_, err := b.r.One(ctx, key("m1"), b.version(t, "m1"), bob)
+			refusal(t, err, retries.ReasonItems)
+			var v int64
+			for _, it := range b.event(t, "m1").Items {
+				if it.Item == "a" {
+					v = it.Version
+				}
+			}
+			b.n8n.onRetry = func(newID, _ string) string {
+				if _, err := b.st.ReportOutcome(ctx, audit.OutcomeRequest{Source: "shop", EventID: "m1", Item: "a",
+					Outcome: audit.OutcomeDone, ExecutionID: newID, WorkflowID: "wf"}); err != nil {
+					t.Errorf("the Retry's report: %v", err)
+				}
+				return "success"
+			}
+			res, err := b.r.One(ctx, audit.EntryKey{Source: "shop", EventID: "m1", Item: "a"}, v, bob)
+			if err != nil || res.State != "succeeded" {
+				t.Fatalf("%+v %v", res, err)
+			}
+			for _, it := range b.event(t, "m1").Items {
+				if it.Item == "a" && it.Status != audit.StatusDone {
+					t.Errorf("item a is %s after its retry", it.Status)
+				}
+			}
+		})
 	})
 }
