@@ -84,7 +84,7 @@ func (d *Decider) Resolve(r ResolveRequest) (Status, error) {
 	}
 	d.rollUpItem(e)
 	h := d.line(e, HistoryLine{Kind: KindResolution, ExecutionID: holder, Decision: string(r.To), Actor: r.Actor,
-		Message: r.Note, CRMRef: r.CRMRef})
+		Message: r.Note, CRMRef: r.CRMRef, Delivery: cmp.Or(r.Via, ViaPage)})
 	if waited && !since.IsZero() {
 		d.plan.Waits = append(d.plan.Waits, ReviewWait{Source: r.Source, Seconds: d.now.Sub(since).Seconds()})
 	}

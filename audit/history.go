@@ -21,6 +21,10 @@ const (
 	// KindContradiction is evidence too: the holder reported an outcome
 	// that disagrees with a person's resolution.
 	KindContradiction = "contradiction"
+	// KindLookup is a person's CRM lookup: its answer (Decision: found,
+	// not_found, error), the reference found, who asked and via what
+	// (Delivery: page, api, slack). It moves nothing.
+	KindLookup = "lookup"
 )
 
 // HistoryLine is one thing that happened to an event.

@@ -19,6 +19,9 @@ type ResolveRequest struct {
 	// Version is the entry's version the person saw: a resolution is
 	// refused once the entry moved on (0: fenced by Holder alone).
 	Version int64
+	// Via is how the person acted: page (the default), api or slack; the
+	// resolution's history line keeps it (Delivery).
+	Via string
 }
 
 // Validate checks every field and names each bad one.
@@ -37,6 +40,9 @@ func (r ResolveRequest) Validate() error {
 	f.note("note", r.Note, true, MaxTextLen)
 	f.text("crm_ref", r.CRMRef, false, MaxNameLen)
 	f.id("holder", r.Holder, false)
+	if r.Via != "" && r.Via != ViaPage && r.Via != ViaAPI && r.Via != ViaSlack {
+		f.Add("via", "must be page, api or slack")
+	}
 	return f.Err()
 }
 

@@ -57,6 +57,7 @@ const (
 	ActResolveFailed Act = "resolve:failed"
 	ActCancel        Act = "cancel"
 	ActRetry         Act = "retry"
+	ActLookup        Act = "lookup"
 	anyOutcome       Act = "done|failed|unknown"
 	doneOrUnknown    Act = "done|unknown"
 	failedOrUnknown  Act = "failed|unknown"
@@ -221,6 +222,8 @@ var Table = []Row{
 		"a person asks n8n to retry the failed execution: written first, so a form shown before it is stale; the Retry's report settles it"},
 	{anyState, ActRetry, WhoPerson, "", false, "", AnsConflict, "", "", false,
 		"only a failed entry is retried: a retry of a processing, done or cancelled entry is never sent"},
+	{anyState, ActLookup, WhoPerson, "", false, "", AnsRecorded, KindLookup, "", false,
+		"a person looked the order up in the CRM: written down, the entry and its version unchanged"},
 }
 
 // matches reports whether a row is for a state, an act and who.

@@ -15,7 +15,7 @@ var (
 // The concrete states, acts and who the table's patterns stand for.
 var (
 	allStates = []State{StNew, StProcessing, StContradicted, StDone, StDoneByPerson, StFailed, StFailedByPerson, StCancelled}
-	allActs   = []Act{ActClaim, ActDone, ActFailed, ActUnknown, ActError, ActStale, ActResolveDone, ActResolveFailed, ActCancel, ActRetry}
+	allActs   = []Act{ActClaim, ActDone, ActFailed, ActUnknown, ActError, ActStale, ActResolveDone, ActResolveFailed, ActCancel, ActLookup, ActRetry}
 	allWho    = []Who{WhoHolder, WhoUnproven, WhoRetry, WhoOther, WhoPerson, WhoDetector}
 )
 
@@ -161,6 +161,12 @@ func act(d *Decider, a Act, w Who) Answer {
 		}
 		d.Error(N8NErrorReport{Kind: N8NErrorExecution, DedupeKey: "exec:" + id, ExecutionID: id, WorkflowID: "wf",
 			Message: "boom"}, nil)
+		return AnsRecorded
+	case ActLookup:
+		if err := d.Lookup(LookupRecord{Source: "shop", EventID: "e1", Actor: "bob", Via: ViaPage, Result: LookupFound,
+			CRMRef: "CRM-1"}); err != nil {
+			return Answer("error: " + err.Error())
+		}
 		return AnsRecorded
 	case ActStale:
 		if d.Stale(entryKey.Event(), "40", t0.Add(time.Hour)) {

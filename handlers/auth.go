@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 // UIConfig says who may read the pages.
@@ -190,6 +192,9 @@ func (h *Handler) requireUser(c *gin.Context) {
 	case refused:
 		if h.cfg.UI.TrustHeader == "" {
 			c.Header("WWW-Authenticate", `Basic realm="retryaudit", charset="UTF-8"`)
+			if name, _, ok := c.Request.BasicAuth(); ok {
+				h.noteRefused(c, name)
+			}
 		}
 		h.pageError(c, http.StatusUnauthorized, "Sign in", "Sign in to read the audit pages.")
 		return
@@ -216,4 +221,22 @@ func pageHeaders(c *gin.Context) {
 // browser) pass: they carry no ambient credentials of a victim.
 func (h *Handler) checkCSRF(c *gin.Context) bool {
 	return h.csrf.Check(c.Request) == nil
+}
+
+// noteRefused writes a refused sign-in (a name and a wrong password: a
+// browser's first request, with no credentials, is not one) in the log of
+// who did what. The per-address and per-name limits bound how many reach
+// here; a log that cannot be written does not change the answer.
+func (h *Handler) noteRefused(c *gin.Context, name string) {
+	if h.store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
+	defer cancel()
+	err := people.Note(ctx, h.store, people.Action{Actor: audit.Truncate(name, 100), Via: audit.ViaPage,
+		Action: people.ActionSignInRefused, Detail: "wrong name or password from " +
+			clientAddr(c.Request, h.cfg.UI.TrustedProxies)})
+	if err != nil {
+		h.log.Warn("log a refused sign-in", "err", err)
+	}
 }

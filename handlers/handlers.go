@@ -17,6 +17,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
+	"github.com/retryaudit/retryaudit/people"
 	"github.com/retryaudit/retryaudit/retries"
 )
 
@@ -69,6 +70,8 @@ type Config struct {
 	// Retrier sends people's retries to n8n (nil: the retry endpoints and
 	// pages are not served).
 	Retrier *retries.Retrier
+	// Lookups runs the CRM lookups (RETRYAUDIT_CRM_LOOKUP); nil: none.
+	Lookups *people.Lookups
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -176,8 +179,11 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.POST("/outcomes", h.bodyBudget(h.cfg.MaxBody), h.outcome)
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
+	v1.GET("/audit-log", h.auditLogAPI)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
+	// …/lookup takes the /v1 token, …/retry a person's sign-in (eventActAuth).
+	r.POST("/v1/events/:source/*event_id", h.eventActAuth, h.bodyBudget(64<<10), h.eventAct)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 
 	h.registerRetries(r)

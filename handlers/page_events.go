@@ -84,6 +84,9 @@ type eventData struct {
 	// says this is not the first.
 	Older string
 	Newer bool
+	// Lookup is the CRM lookup beside the resolve form (nil when the
+	// source has none).
+	Lookup *lookupView
 }
 
 // evidenceRow is a refused report and, when a person may confirm it, the
@@ -161,6 +164,10 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 	data.Older = pageLink(audit.Links{}.Event(source, eventID), "before", d.HistoryNext)
 	data.Newer = page.Before > 0
 	data.Form = form
+	if err := h.lookupData(c.Request.Context(), &data); err != nil {
+		h.pageFail(c, err)
+		return
+	}
 	for i := range data.Timeline {
 		data.Timeline[i].Changed = form.Since > 0 && data.Timeline[i].version > form.Since
 	}
@@ -175,6 +182,9 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 	}
 	if r := retryNotice(c.Query("retried"), c.Query("retry")); r != "" {
 		notice = r
+	}
+	if c.Query("looked") != "" && data.Lookup != nil && data.Lookup.Result != nil {
+		notice = "Looked up in the CRM: " + lookupWords(*data.Lookup.Result) + "."
 	}
 	h.render(c, code, "event", view{Title: source + " / " + eventID, Nav: "events", Notice: notice,
 		Problem: problem, Data: data})
@@ -345,6 +355,9 @@ func historyTitle(l audit.HistoryLine) string {
 		return "Refused: " + l.Decision + " from an execution that does not hold the entry"
 	case audit.KindContradiction:
 		return "Contradiction: the holder reported " + l.Decision + " after a person's resolution"
+	case audit.KindLookup:
+		return "CRM lookup by " + l.Actor + " (" + cmp.Or(l.Delivery, audit.ViaPage) + "): " +
+			strings.ReplaceAll(l.Decision, "_", " ") + refWords(l.CRMRef)
 	}
 	return l.Kind
 }

@@ -13,8 +13,18 @@ import (
 )
 
 type reviewData struct {
-	Events      []audit.Event
+	Cards       []reviewCard
 	ReviewAfter string
+}
+
+// reviewCard is an entry of the review queue, with its CRM lookup (nil
+// when its source has none).
+type reviewCard struct {
+	audit.Event
+	ID     string // its anchor
+	Lookup *lookupView
+	// Prefill is the resolve form as the newest lookup fills it.
+	Prefill resolveForm
 }
 
 // reviewPage lists the entries waiting for a person, oldest first, each
@@ -25,8 +35,24 @@ func (h *Handler) reviewPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	h.render(c, http.StatusOK, "review", view{Title: "Review", Nav: "review",
-		Data: reviewData{Events: events, ReviewAfter: shortDuration(h.store.ReviewAfter())}})
+	d := reviewData{ReviewAfter: shortDuration(h.store.ReviewAfter())}
+	for _, ev := range events {
+		card := reviewCard{Event: ev, ID: cardID(ev.Source, ev.EventID)}
+		if card.Lookup, err = h.lookupFor(c.Request.Context(), ev, ev.ItemCount == 0); err != nil {
+			h.pageFail(c, err)
+			return
+		}
+		if card.Lookup != nil && card.Lookup.Resolve != nil {
+			f := card.Lookup.Resolve
+			card.Prefill = resolveForm{To: f.To, Note: f.Note, CRMRef: f.CRMRef}
+		}
+		d.Cards = append(d.Cards, card)
+	}
+	notice := ""
+	if c.Query("looked") != "" {
+		notice = "Looked up in the CRM: the answer is on the event's card."
+	}
+	h.render(c, http.StatusOK, "review", view{Title: "Review", Nav: "review", Notice: notice, Data: d})
 }
 
 // shortDuration writes 15m for 15m0s and 2h for 2h0m0s.

@@ -17,8 +17,8 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html.
-var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message", "retries",
-	"retryrun"}
+var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message", "auditlog",
+	"retries", "retryrun"}
 
 // pages holds the parsed templates.
 type pages struct {
@@ -49,6 +49,15 @@ func newPages(cfg Config) (*pages, error) {
 		"half":      func(a float64) float64 { return a / 2 },
 		"percent":   func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 		"millis":    func(ms int64) time.Time { return time.UnixMilli(ms) },
+		"canLookup": cfg.Lookups.Configured,
+		"dict": func(kv ...string) map[string]string {
+			m := map[string]string{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
+			}
+			return m
+		},
+		"lookupPath": func(source, eventID string) string { return paths.Event(source, eventID) + lookupSuffix },
 		// resolveForm is the form for one entry: review says whether the
 		// entry waits for review (else the form asks to confirm that no
 		// execution is still running); prior is what the person sent last.
@@ -82,6 +91,7 @@ type formView struct {
 	Path, Item, Holder, To, Note, CRMRef string
 	Version                              int64 // the entry's version the page showed: the form is fenced by it
 	Confirm                              bool
+	Button                               string // the one-click form's words ("" for "Confirm: mark …")
 }
 
 // view is what every page template gets: the page's own data in Data.
@@ -107,7 +117,8 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p.GET("/", h.eventsPage)
 	p.GET("/overview", h.overviewPage)
 	p.GET("/events/:source/*event_id", h.eventPage)
-	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.resolve)
+	p.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.eventPost) // the resolve form, or …/lookup
+	p.GET("/audit-log", h.auditLogPage)
 	p.GET("/review", h.reviewPage)
 	p.GET("/executions/:id", h.executionPage)
 	p.GET("/exec/:key", h.executionPage) // an id that is a dot segment, base64url (audit.Links.Execution)

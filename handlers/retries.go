@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,10 +25,44 @@ import (
 
 func (h *Handler) registerRetries(r gin.IRouter) {
 	api := r.Group("/v1", h.apiPerson, h.needRetrier)
-	api.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.retryEvent)
 	api.POST("/retries", h.bodyBudget(h.cfg.MaxBody), h.startRetries)
 	api.GET("/retries/:id", h.getRetryRun)
 	api.POST("/retries/:id/cancel", h.bodyBudget(64<<10), h.cancelRetryRun)
+}
+
+// eventActAuth signs in an act on an event: a retry is a person's (the
+// pages' sign-in), a lookup takes the /v1 token and names its person.
+func (h *Handler) eventActAuth(c *gin.Context) {
+	if isRetry(c) {
+		h.apiPerson(c)
+		return
+	}
+	h.bearer(c)
+}
+
+// eventAct answers POST /v1/events/{source}/{event_id}/retry or …/lookup.
+func (h *Handler) eventAct(c *gin.Context) {
+	if isRetry(c) {
+		h.needRetrier(c)
+		if !c.IsAborted() {
+			h.retryEvent(c)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), cmp.Or(h.cfg.APITimeout, 15*time.Second))
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	h.postEventAPI(c)
+}
+
+// retrySuffix ends the path of an event's retry, as lookupSuffix a lookup's.
+const retrySuffix = "/retry"
+
+// isRetry reports whether a request to the event's catch-all route asks
+// for a retry.
+func isRetry(c *gin.Context) bool {
+	return strings.HasSuffix(c.Request.URL.EscapedPath(), retrySuffix) &&
+		strings.HasSuffix(c.Param("event_id"), retrySuffix)
 }
 
 // needRetrier answers 503 where no retrier is configured (a handler built
@@ -118,12 +154,13 @@ func (h *Handler) decodeStrict(c *gin.Context, v any) bool {
 // retryEvent answers POST /v1/events/{source}/{event_id}/retry with
 // {"version": n, "item": ""}: Retry in n8n, for a person.
 func (h *Handler) retryEvent(c *gin.Context) {
-	if !strings.HasSuffix(c.Request.URL.EscapedPath(), "/retry") {
-		h.notFound(c)
-		return
+	source := c.Param("source")
+	eventID := strings.TrimSuffix(strings.TrimPrefix(c.Param("event_id"), "/"), retrySuffix)
+	if source == audit.EncodedKeyMark {
+		if s, id, ok := audit.DecodeEventPath(eventID); ok {
+			source, eventID = s, id
+		}
 	}
-	source, eventID := eventKey(c)
-	eventID = strings.TrimSuffix(eventID, "/retry")
 	var body struct {
 		Version *int64 `json:"version"`
 		Item    string `json:"item"`

@@ -29,6 +29,7 @@ type request struct {
 	hooks   []audit.N8NHookReport
 	resolve *audit.ResolveRequest
 	retry   *audit.RetryRequest
+	lookup  *audit.LookupRecord
 	stale   *staleCheck
 	word    *audit.N8NWord // what n8n's API said of the request's execution
 }
@@ -66,6 +67,8 @@ func (r *request) key() audit.EventKey {
 		return audit.EventKey{Source: r.resolve.Source, EventID: r.resolve.EventID}
 	case r.retry != nil:
 		return audit.EventKey{Source: r.retry.Source, EventID: r.retry.EventID}
+	case r.lookup != nil:
+		return audit.EventKey{Source: r.lookup.Source, EventID: r.lookup.EventID}
 	case r.stale != nil:
 		return r.stale.key
 	}
@@ -107,6 +110,8 @@ func wantOf(jobs []*ledgerJob) *want {
 			w.event(r.resolve.Source, r.resolve.EventID)
 		case r.retry != nil:
 			w.event(r.retry.Source, r.retry.EventID)
+		case r.lookup != nil:
+			w.event(r.lookup.Source, r.lookup.EventID)
 		case r.stale != nil:
 			w.event(r.stale.key.Source, r.stale.key.EventID)
 			w.id(r.stale.holder)
@@ -157,6 +162,8 @@ func (s *Store) decide(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now 
 			a.status, j.err = d.Resolve(*r.resolve)
 		case r.retry != nil:
 			j.err = d.Retry(*r.retry)
+		case r.lookup != nil:
+			j.err = d.Lookup(*r.lookup)
 		case r.stale != nil:
 			a.stale = d.Stale(r.stale.key, r.stale.holder, r.stale.cutoff)
 		}
@@ -314,6 +321,17 @@ func (s *Store) Retry(ctx context.Context, req audit.RetryRequest) error {
 		return err
 	}
 	_, err := s.alone(ctx, &request{retry: &req})
+	return err
+}
+
+// RecordLookup writes a person's CRM lookup in the event's history
+// (audit.Decider.Lookup), redacted; the entry and its version stay.
+func (s *Store) RecordLookup(ctx context.Context, r audit.LookupRecord) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r = r.Stored(s.redact)
+	_, err := s.alone(ctx, &request{lookup: &r})
 	return err
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
+	"github.com/retryaudit/retryaudit/people"
 	"github.com/retryaudit/retryaudit/retries"
 )
 
@@ -31,6 +32,9 @@ type app struct {
 	metrics *metrics.Metrics
 	retrier *retries.Retrier
 	owner   string // this process, for leases
+	// lookups runs the sources' CRM lookups (RETRYAUDIT_CRM_LOOKUP): the
+	// pages, the API and Slack share it.
+	lookups *people.Lookups
 }
 
 // openApp opens the store with the configuration's settings. exclusive
@@ -85,6 +89,10 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		}
 	}
 	a.retrier = retries.New(rc)
+	if a.lookups, err = people.NewLookups(a.store, a.links(""), n8n.Redactor{}, cfg.CRMLookups); err != nil {
+		a.store.Close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -217,6 +225,15 @@ func (a *app) retention(ctx context.Context) error {
 	if p != (audit.Pruned{}) {
 		a.log.Info("retention", "events", p.Events, "errors", p.Errors, "executions", p.Executions,
 			"payloads_dropped", p.Payloads)
+	}
+	if err != nil {
+		return err
+	}
+	// The audit log's actions that touch no entry are kept as long as the
+	// events' history is.
+	n, err := people.Prune(ctx, a.store, now.Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("retention", "audit_log_actions", n)
 	}
 	return err
 }

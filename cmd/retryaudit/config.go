@@ -17,6 +17,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/audit/store/postgres"
 	"github.com/retryaudit/retryaudit/handlers"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 // config is the whole configuration, read from RETRYAUDIT_* variables once at
@@ -55,6 +56,8 @@ type config struct {
 	SlackWebhookURL string
 	SlackAPIURL     string
 	CRMLinks        map[string]string
+	// CRMLookups are the sources' CRM lookups (RETRYAUDIT_CRM_LOOKUP).
+	CRMLookups []people.LookupConfig
 
 	UIUsers          map[string][]byte // name → bcrypt hash
 	UITrustHeader    string
@@ -277,6 +280,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.CRMLinks, err = audit.ParseCRMLinks(e.str("RETRYAUDIT_CRM_LINKS", "")); err != nil {
 		e.fail("RETRYAUDIT_CRM_LINKS", "%v", err)
 	}
+	c.CRMLookups = e.lookups()
 	c.UIUsers = e.users("RETRYAUDIT_UI_USERS")
 	c.Instances = e.instances(c.Token, c.HookToken)
 	if len(e.errs) > 0 {

@@ -141,7 +141,8 @@ type truth struct {
 
 func loadTruth(t *testing.T) *truth {
 	t.Helper()
-	tr := &truth{configReads: configNames(map[string]string{"RETRYAUDIT_N8N_INSTANCES": "staging,eu-2"}),
+	tr := &truth{configReads: configNames(map[string]string{"RETRYAUDIT_N8N_INSTANCES": "staging,eu-2",
+		"RETRYAUDIT_CRM_LOOKUP": "staging"}),
 		hookReads: map[string]bool{}, targets: map[string]bool{}, flags: map[string]map[string]bool{},
 		tests: map[string][]string{}, names: map[string]bool{}, topLevel: map[string]bool{}}
 

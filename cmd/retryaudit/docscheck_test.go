@@ -31,6 +31,9 @@ func templated(name string) string {
 		if rest, ok := strings.CutPrefix(name, "RETRYAUDIT_N8N_"+upper+"_"); ok {
 			return "RETRYAUDIT_N8N_<NAME>_" + rest
 		}
+		if rest, ok := strings.CutPrefix(name, "RETRYAUDIT_CRM_LOOKUP_"+upper+"_"); ok { // a source's lookup
+			return "RETRYAUDIT_CRM_LOOKUP_<NAME>_" + rest
+		}
 	}
 	return name
 }

@@ -61,7 +61,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "http://" + ln.Addr().String()
 	}
-	h, err := handlers.New(handlers.Config{
+	h, err := handlers.New(handlers.Config{Lookups: app.lookups,
 		Store: app.store, Links: app.links(cfg.BaseURL), Token: token, HookToken: hookToken,
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
