@@ -154,7 +154,7 @@ func (d *Decider) Retry(r RetryRequest) error {
 	if r.Run > 0 {
 		msg = fmt.Sprintf("asked n8n to retry execution %s (bulk run %d, via %s)", r.ExecutionID, r.Run, r.Via)
 	}
-	h := d.line(e, HistoryLine{Kind: KindRetry, ExecutionID: r.ExecutionID, Decision: "retry", Delivery: r.Via,
+	h := d.line(e, HistoryLine{Kind: KindRetry, ExecutionID: r.ExecutionID, Delivery: r.Via,
 		Actor: r.Actor, Message: msg})
 	d.news(e, h.HistoryLine, "")
 	return nil

@@ -216,7 +216,6 @@ func (h *Handler) startRetriesPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	h.notePerson(c, "retry_run_started", fmt.Sprintf("bulk retry run %d started: %s", run.ID, run.Summary()))
 	c.Redirect(http.StatusSeeOther, fmt.Sprintf("/retries/%d", run.ID))
 }
 
@@ -256,7 +255,7 @@ func (h *Handler) cancelRetryRunPage(c *gin.Context) {
 		h.pageError(c, http.StatusNotFound, "Not found", "There is no such retry run.")
 		return
 	}
-	run, err := h.cfg.Retrier.Cancel(c.Request.Context(), id, c.GetString(ctxUser))
+	_, err = h.cfg.Retrier.Cancel(c.Request.Context(), id, retries.Who{Name: c.GetString(ctxUser), Via: "page"})
 	if audit.ErrorCode(err) == audit.CodeConflict {
 		h.pageError(c, http.StatusConflict, "Not cancelled", cmp.Or(strings.TrimPrefix(err.Error(), "audit: "), "")+".")
 		return
@@ -265,6 +264,5 @@ func (h *Handler) cancelRetryRunPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	h.notePerson(c, "retry_run_cancelled", fmt.Sprintf("bulk retry run %d cancelled: %s", run.ID, run.Summary()))
 	c.Redirect(http.StatusSeeOther, fmt.Sprintf("/retries/%d?cancelled=1", id))
 }

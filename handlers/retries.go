@@ -243,7 +243,6 @@ func (h *Handler) startRetries(c *gin.Context) {
 		h.retryFail(c, err)
 		return
 	}
-	h.notePerson(c, "retry_run_started", fmt.Sprintf("bulk retry run %d started: %s", run.ID, run.Summary()))
 	c.Header("Location", fmt.Sprintf("/v1/retries/%d", run.ID))
 	c.JSON(http.StatusAccepted, gin.H{"run": run, "summary": run.Summary()})
 }
@@ -282,17 +281,10 @@ func (h *Handler) cancelRetryRun(c *gin.Context) {
 	if c.Request.ContentLength != 0 && !h.decodeStrict(c, &none) { // no body, or {}
 		return
 	}
-	run, err := h.cfg.Retrier.Cancel(c.Request.Context(), id, c.GetString(ctxUser))
+	run, err := h.cfg.Retrier.Cancel(c.Request.Context(), id, retries.Who{Name: c.GetString(ctxUser), Via: "api"})
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	h.notePerson(c, "retry_run_cancelled", fmt.Sprintf("bulk retry run %d cancelled: %s", run.ID, run.Summary()))
 	c.JSON(http.StatusOK, gin.H{"run": run, "summary": run.Summary()})
-}
-
-// notePerson records a person's action that touches no entry (a bulk run
-// started or cancelled) in the log.
-func (h *Handler) notePerson(c *gin.Context, action, what string) {
-	h.log.Info("person action", "action", action, "who", c.GetString(ctxUser), "what", what)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
+	"github.com/retryaudit/retryaudit/people"
 )
 
 // A bulk run sends the retries of a plan at a bounded rate (Rate a minute,
@@ -98,6 +99,8 @@ func (r *Retrier) Start(ctx context.Context, f Filter, who Who) (Run, error) {
 		return Run{}, &audit.Error{Code: audit.CodeUnavailable, Message: "retries: commit", Err: err}
 	}
 	r.cfg.Log.Info("bulk retry run started", "run", run.ID, "by", who.Name, "via", who.Via, "retries", p.Retries, "skipped", len(p.Entries)-p.Retries)
+	r.note(ctx, who, "bulk_retry:started", f.Source, fmt.Sprintf("bulk retry run %d started: %d to retry, %d skipped; filter %s",
+		run.ID, p.Retries, len(p.Entries)-p.Retries, filter))
 	r.launch(run.ID)
 	return r.Get(ctx, run.ID)
 }
@@ -146,12 +149,12 @@ func (run *Run) fill() {
 
 // Cancel stops a running run: what is being sent finishes, the rest is
 // not sent.
-func (r *Retrier) Cancel(ctx context.Context, id int64, who string) (Run, error) {
+func (r *Retrier) Cancel(ctx context.Context, id int64, who Who) (Run, error) {
 	run, err := r.Get(ctx, id)
 	if err != nil {
 		return run, err
 	}
-	n, err := r.db.exec(ctx, runCancel, map[string]any{"id": id, "who": who, "now": r.cfg.Now().UnixMilli()})
+	n, err := r.db.exec(ctx, runCancel, map[string]any{"id": id, "who": who.Name, "now": r.cfg.Now().UnixMilli()})
 	if err != nil {
 		return run, err
 	}
@@ -161,8 +164,22 @@ func (r *Retrier) Cancel(ctx context.Context, id int64, who string) (Run, error)
 	if _, err := r.db.exec(ctx, itemsCancel, map[string]any{"run_id": id, "now": r.cfg.Now().UnixMilli()}); err != nil {
 		return run, err
 	}
-	r.cfg.Log.Info("bulk retry run cancelled", "run", id, "by", who)
-	return r.Get(ctx, id)
+	r.cfg.Log.Info("bulk retry run cancelled", "run", id, "by", who.Name)
+	run, err = r.Get(ctx, id)
+	if err == nil {
+		r.note(ctx, who, "bulk_retry:cancelled", run.Filter.Source, fmt.Sprintf("bulk retry run %d cancelled: %s", id, run.Summary()))
+	}
+	return run, err
+}
+
+// note writes a run's start or cancel in the log of who did what (each
+// retry is a line of its entry's history). The run stands whatever the
+// log answers: a failure is logged.
+func (r *Retrier) note(ctx context.Context, who Who, action, source, detail string) {
+	if err := people.Note(context.WithoutCancel(ctx), r.cfg.Store, people.Action{Actor: who.Name, Via: who.Via,
+		Action: action, Source: source, Detail: detail}); err != nil {
+		r.cfg.Log.Warn("write a bulk retry run in the audit log", "action", action, "err", err)
+	}
 }
 
 // Resume adopts the runs whose instance stopped beating (this one before

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/people"
 	"github.com/retryaudit/retryaudit/retries"
 )
 
@@ -141,6 +142,14 @@ func TestBulk(t *testing.T) {
 			if n := b.n8n.totalRetries(); n != 5 {
 				t.Errorf("n8n was asked %d times, want 5", n)
 			}
+			// Who did what: the run in the log, and each retry as its
+			// entry's history line.
+			for action, want := range map[string]int{"bulk_retry:started": 1, "retry": 5} {
+				page, err := people.Read(ctx, b.st, people.LogFilter{Action: action, Actor: "bob"})
+				if err != nil || len(page.Entries) != want || page.Entries[0].Via != "api" {
+					t.Errorf("the log's %s: %+v %v", action, page.Entries, err)
+				}
+			}
 		})
 		t.Run("a cancelled run stops sending; an entry that changed since the plan is skipped", func(t *testing.T) {
 			b := newBench(t, dialect, retries.Config{Rate: 60, InFlight: 1}) // one a second
@@ -158,7 +167,7 @@ func TestBulk(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitRun(t, b.r, run.ID, func(r retries.Run) bool { return r.Counts["succeeded"] >= 1 })
-			run, err = b.r.Cancel(ctx, run.ID, "carol")
+			run, err = b.r.Cancel(ctx, run.ID, retries.Who{Name: "carol", Via: "api"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +180,7 @@ func TestBulk(t *testing.T) {
 			if b.n8n.totalRetries() != sent || sent > 3 {
 				t.Errorf("after the cancel n8n was asked %d more times (%d before)", b.n8n.totalRetries()-sent, sent)
 			}
-			if _, err := b.r.Cancel(ctx, run.ID, "carol"); audit.ErrorCode(err) != audit.CodeConflict {
+			if _, err := b.r.Cancel(ctx, run.ID, retries.Who{Name: "carol", Via: "api"}); audit.ErrorCode(err) != audit.CodeConflict {
 				t.Errorf("a second cancel: %v", err)
 			}
 		})
