@@ -191,6 +191,13 @@ func TestBrowserRetries(t *testing.T) {
 	}
 	shoot("retries-preview")
 
+	// A failed event's page offers the single retry.
+	if err := chromedp.Do(ctx, chromedp.Navigate(svc.URL+"/events/shop/order-7001"),
+		chromedp.WaitVisible(css(`form.retry button`))); err != nil {
+		fail("the event's Retry in n8n", err)
+	}
+	shoot("event-retry")
+
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(svc.URL+"/retries?source=shop"),
 		chromedp.WaitVisible(css(`form.start button`)),
