@@ -60,6 +60,14 @@ const (
 		ORDER BY id DESC LIMIT 1`
 )
 
+// Retention: items settled before the cutoff, then the ended runs left
+// without items.
+const (
+	itemsPrune = `DELETE FROM retry_items WHERE updated_at < :before AND state NOT IN ('planned', 'sending')`
+	runsPrune  = `DELETE FROM retry_runs WHERE state <> 'running' AND created_at < :before
+		AND NOT EXISTS (SELECT 1 FROM retry_items i WHERE i.run_id = retry_runs.id)`
+)
+
 // candidates are the entries a filter selects that are not done, and the
 // count of the done ones (listed only when named).
 const (

@@ -345,3 +345,16 @@ func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
 		r.cfg.Log.Error("record a bulk retry's refusal", "run", it.RunID.Int64, "err", err)
 	}
 }
+
+// Prune forgets the retries settled before a time and the ended runs left
+// without items (the events' retention: their history keeps each retry's
+// line as long as the event).
+func (r *Retrier) Prune(ctx context.Context, before time.Time) (int64, error) {
+	arg := map[string]any{"before": before.UnixMilli()}
+	n, err := r.db.exec(ctx, itemsPrune, arg)
+	if err != nil {
+		return n, err
+	}
+	_, err = r.db.exec(ctx, runsPrune, arg)
+	return n, err
+}

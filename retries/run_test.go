@@ -183,6 +183,13 @@ func TestBulk(t *testing.T) {
 			if _, err := b.r.Cancel(ctx, run.ID, retries.Who{Name: "carol", Via: "api"}); audit.ErrorCode(err) != audit.CodeConflict {
 				t.Errorf("a second cancel: %v", err)
 			}
+			// Retention forgets an ended run with its items.
+			if n, err := b.r.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 5 {
+				t.Errorf("pruned %d items: %v", n, err)
+			}
+			if _, err := b.r.Get(ctx, run.ID); audit.ErrorCode(err) != audit.CodeNotFound {
+				t.Errorf("a pruned run: %v", err)
+			}
 		})
 		t.Run("an entry changed since the plan is skipped, not sent", func(t *testing.T) {
 			b := newBench(t, dialect, retries.Config{Rate: 6000, InFlight: 1})

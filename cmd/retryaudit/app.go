@@ -235,6 +235,13 @@ func (a *app) retention(ctx context.Context) error {
 	if n > 0 {
 		a.log.Info("retention", "audit_log_actions", n)
 	}
+	if err != nil {
+		return err
+	}
+	n, err = a.retrier.Prune(ctx, now.Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("retention", "retries", n)
+	}
 	return err
 }
 
