@@ -118,3 +118,44 @@ func (d *Decider) Stale(k EventKey, holder string, cutoff time.Time) bool {
 	d.alertEvent(e, row.Alert, h.HistoryLine, "")
 	return true
 }
+
+// Retry decides a person's request that n8n retry an entry's failed
+// execution, before n8n is asked: only a failed entry, and only as the
+// person saw it (its version). The request is written as a line of the
+// entry's history and moves its version, so that a form shown before it
+// (another retry, a resolution) is stale; the Retry's own report then
+// settles the entry by the table's rows for a Retry of the holder.
+func (d *Decider) Retry(r RetryRequest) error {
+	k := EntryKey{Source: r.Source, EventID: r.EventID, Item: r.Item}
+	ev, e := d.snap.Entries[EntryKey{Source: r.Source, EventID: r.EventID}], d.snap.Entries[k]
+	switch {
+	case !exists(ev):
+		return Errorf(CodeNotFound, "no event %s/%s", r.Source, r.EventID)
+	case r.Item == "" && ev.ItemCount > 0:
+		return FieldErrors{"item": "required: this event was claimed with items"}.Err()
+	case !exists(e):
+		return Errorf(CodeNotFound, "no item %q in event %s/%s", r.Item, r.Source, r.EventID)
+	case e.Version != r.Version:
+		return &Error{Code: CodeConflict, Status: e.Status, Holder: e.Holder, Stale: true, Message: fmt.Sprintf(
+			"the entry changed since you saw it (version %d, now %d: %s, holder %s): nothing was sent to n8n; look at what changed",
+			r.Version, e.Version, e.Status, holderName(e.Holder))}
+	}
+	row := d.decide(e, ActRetry, WhoPerson)
+	if row.Answer == AnsConflict {
+		return &Error{Code: CodeConflict, Status: e.Status, Holder: e.Holder, Message: fmt.Sprintf(
+			"the entry is %s: only a failed entry is retried; nothing was sent to n8n", e.Status)}
+	}
+	d.apply(e, row, r.Actor, true, "")
+	e.Version++ // nothing else moved: the request itself fences what was shown before it
+	if ev != e {
+		ev.Version, ev.Dirty = ev.Version+1, true
+	}
+	msg := fmt.Sprintf("asked n8n to retry execution %s (via %s)", r.ExecutionID, r.Via)
+	if r.Run > 0 {
+		msg = fmt.Sprintf("asked n8n to retry execution %s (bulk run %d, via %s)", r.ExecutionID, r.Run, r.Via)
+	}
+	h := d.line(e, HistoryLine{Kind: KindRetry, ExecutionID: r.ExecutionID, Delivery: r.Via,
+		Actor: r.Actor, Message: msg})
+	d.news(e, h.HistoryLine, "")
+	return nil
+}

@@ -12,6 +12,9 @@ const (
 	KindResolution  = "resolution"
 	KindFingerprint = "fingerprint_mismatch"
 	KindStale       = "stale"
+	// KindRetry is a person's request that n8n retry the entry's failed
+	// execution, written before n8n is asked.
+	KindRetry = "retry"
 	// KindNotHolder is evidence: an execution that does not hold the entry
 	// reported an outcome, which moved nothing.
 	KindNotHolder = "not_holder"

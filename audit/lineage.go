@@ -10,6 +10,10 @@ import (
 // know the execution (never saved, or pruned).
 var ErrExecutionNotFound = errors.New("execution not found in n8n")
 
+// ErrNotRetryable is returned when n8n refuses to retry an execution (409:
+// it did not fail, or a retry of it is running).
+var ErrNotRetryable = errors.New("n8n refused to retry the execution")
+
 // N8NExecution is what n8n's public API says about an execution.
 type N8NExecution struct {
 	ID         string

@@ -45,3 +45,39 @@ func (r ResolveRequest) Validate() error {
 	}
 	return f.Err()
 }
+
+// RetryRequest is a person's request that n8n retry an entry's failed
+// execution ("Retry in n8n"), fenced by the entry's version the person
+// saw: it is written in the ledger before n8n is asked.
+type RetryRequest struct {
+	Source  string
+	EventID string
+	Item    string
+	Version int64 // the entry's version the person saw (required)
+	Actor   string
+	Via     string // page, api or slack
+	// ExecutionID is the failed execution n8n is asked to retry.
+	ExecutionID string
+	// Run is the bulk run the retry is part of (0: none).
+	Run int64
+}
+
+// Validate checks every field and names each bad one.
+func (r RetryRequest) Validate() error {
+	f := FieldErrors{}
+	f.source("source", r.Source)
+	f.text("event_id", r.EventID, true, MaxEventIDLen)
+	f.text("item", r.Item, false, MaxItemLen)
+	if r.Version <= 0 {
+		f.Add("version", "required: the entry's version you saw (a positive number)")
+	}
+	f.text("actor", r.Actor, true, MaxNameLen)
+	if r.Via != "page" && r.Via != "api" && r.Via != "slack" {
+		f.Add("via", "must be page, api or slack")
+	}
+	if r.Run < 0 {
+		f.Add("run", "must not be negative")
+	}
+	f.id("execution_id", r.ExecutionID, true)
+	return f.Err()
+}

@@ -56,6 +56,7 @@ const (
 	ActResolveDone   Act = "resolve:done"
 	ActResolveFailed Act = "resolve:failed"
 	ActCancel        Act = "cancel"
+	ActRetry         Act = "retry"
 	ActLookup        Act = "lookup"
 	anyOutcome       Act = "done|failed|unknown"
 	doneOrUnknown    Act = "done|unknown"
@@ -217,6 +218,10 @@ var Table = []Row{
 		"a person says never to act on it"},
 	{anyState, anyResolve, WhoPerson, "", false, "", AnsConflict, "", "", false,
 		"only a processing entry is resolved"},
+	{anyFailed, ActRetry, WhoPerson, "", false, "", AnsChanged, KindRetry, "", true,
+		"a person asks n8n to retry the failed execution: written first, so a form shown before it is stale; the Retry's report settles it"},
+	{anyState, ActRetry, WhoPerson, "", false, "", AnsConflict, "", "", false,
+		"only a failed entry is retried: a retry of a processing, done or cancelled entry is never sent"},
 	{anyState, ActLookup, WhoPerson, "", false, "", AnsRecorded, KindLookup, "", false,
 		"a person looked the order up in the CRM: written down, the entry and its version unchanged"},
 }

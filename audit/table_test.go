@@ -15,7 +15,7 @@ var (
 // The concrete states, acts and who the table's patterns stand for.
 var (
 	allStates = []State{StNew, StProcessing, StContradicted, StDone, StDoneByPerson, StFailed, StFailedByPerson, StCancelled}
-	allActs   = []Act{ActClaim, ActDone, ActFailed, ActUnknown, ActError, ActStale, ActResolveDone, ActResolveFailed, ActCancel, ActLookup}
+	allActs   = []Act{ActClaim, ActDone, ActFailed, ActUnknown, ActError, ActStale, ActResolveDone, ActResolveFailed, ActCancel, ActLookup, ActRetry}
 	allWho    = []Who{WhoHolder, WhoUnproven, WhoRetry, WhoOther, WhoPerson, WhoDetector}
 )
 
@@ -173,6 +173,12 @@ func act(d *Decider, a Act, w Who) Answer {
 			return AnsRecorded
 		}
 		return "nothing"
+	}
+	if a == ActRetry {
+		before := *e
+		err := d.Retry(RetryRequest{Source: "shop", EventID: "e1", Version: e.Version, Actor: "bob", Via: "page",
+			ExecutionID: "40"})
+		return answerOf(err, e.Version != before.Version)
 	}
 	to := map[Act]Status{ActResolveDone: StatusDone, ActResolveFailed: StatusFailed, ActCancel: StatusCancelled}[a]
 	before := *e

@@ -23,6 +23,7 @@ type apiErrorDetail struct {
 	Fields  map[string]string `json:"fields,omitempty"`
 	Status  string            `json:"status,omitempty"` // an entry's current status, for conflicts
 	Holder  string            `json:"holder,omitempty"` // the execution that holds it, for not_holder
+	Reason  string            `json:"reason,omitempty"` // why a retry was not sent (retries.Refusal)
 }
 
 // status maps a domain error's code to an HTTP status and an error code.

@@ -18,6 +18,7 @@ import (
 	"github.com/retryaudit/retryaudit/audit/store"
 	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/people"
+	"github.com/retryaudit/retryaudit/retries"
 )
 
 // Config is what the handlers need; cmd/retryaudit fills it.
@@ -69,6 +70,9 @@ type Config struct {
 	// SlackInteractions answers POST /slack/interactions: the presses of
 	// the alerts' buttons, signed by Slack (nil: no such route).
 	SlackInteractions http.Handler
+	// Retrier sends people's retries to n8n (nil: the retry endpoints and
+	// pages are not served).
+	Retrier *retries.Retrier
 	// Lookups runs the CRM lookups (RETRYAUDIT_CRM_LOOKUP); nil: none.
 	Lookups *people.Lookups
 	Logger  *slog.Logger
@@ -178,15 +182,17 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.POST("/outcomes", h.bodyBudget(h.cfg.MaxBody), h.outcome)
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
-	v1.POST("/events/:source/*event_id", h.bodyBudget(64<<10), h.postEventAPI) // …/lookup
 	v1.GET("/audit-log", h.auditLogAPI)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
+	// …/lookup takes the /v1 token, …/retry a person's sign-in (eventActAuth).
+	r.POST("/v1/events/:source/*event_id", h.eventActAuth, h.bodyBudget(64<<10), h.eventAct)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 	if h.cfg.SlackInteractions != nil {
 		r.POST("/slack/interactions", gin.WrapH(h.cfg.SlackInteractions))
 	}
 
+	h.registerRetries(r)
 	h.registerPages(r)
 }
 

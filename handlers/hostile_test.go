@@ -29,6 +29,8 @@ func (s *server) raw(t *testing.T, method, path string, body []byte, page bool) 
 		req.SetBasicAuth("alice", alicePassword)
 	case path == "/v1/n8n/executions": // n8n's hooks have a token of their own
 		req.Header.Set("Authorization", "Bearer "+testHookToken)
+	case personRoute(method, path): // a person's act: the pages' sign-in
+		req.SetBasicAuth("alice", alicePassword)
 	default:
 		req.Header.Set("Authorization", "Bearer "+testToken)
 	}

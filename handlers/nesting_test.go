@@ -29,7 +29,7 @@ func TestDeepBodiesCannotStopTheService(t *testing.T) {
 		"default":            `{"a":`,
 	}
 	audittest.Each(t, func(t *testing.T, dialect string) {
-		s := newServer(t, dialect, withHookToken)
+		s, _ := newRetryServer(t, dialect, withHookToken) // the retry endpoints too
 		var posts []string
 		for _, r := range s.routes {
 			if r.Method == http.MethodPost && strings.HasPrefix(r.Path, "/v1/") {
@@ -54,9 +54,15 @@ func TestDeepBodiesCannotStopTheService(t *testing.T) {
 				"65 levels after a valid prefix":     []byte(prefix + strings.Repeat("[", 65) + strings.Repeat("]", 65) + "}"),
 				"a body just under the limit, all [": fill(prefix, "[", 1<<20-1),
 			}
+			// A route with parameters is called at a path it serves.
+			at := map[string]string{"/v1/events/:source/*event_id": "/v1/events/shop/deep/retry",
+				"/v1/retries/:id/cancel": "/v1/retries/1/cancel"}[path]
+			if at == "" {
+				at = path
+			}
 			for name, body := range bodies {
 				t.Run(path+" refuses "+name, func(t *testing.T) {
-					code, out := s.raw(t, "POST", path, body, false)
+					code, out := s.raw(t, "POST", at, body, false)
 					if code != http.StatusBadRequest && code != http.StatusRequestEntityTooLarge {
 						t.Fatalf("%d, want 400 or 413: %.300s", code, out)
 					}

@@ -73,7 +73,9 @@ type eventData struct {
 	// Cancellable: a person may say never to act on it (a failed event;
 	// a processing one is cancelled from the resolve form).
 	Cancellable bool
-	Form        resolveForm
+	// Retryable: a failed event, which a person may ask n8n to retry.
+	Retryable bool
+	Form      resolveForm
 	// Evidence are outcomes refused from executions that do not hold the
 	// entry, newest first, each with a one-click confirmation when it
 	// says done.
@@ -100,6 +102,7 @@ type itemRow struct {
 	CRMURL      string
 	Resolvable  bool
 	NeedsReview bool
+	Retryable   bool // a failed item: Retry in n8n
 }
 
 type executionRow struct {
@@ -177,6 +180,9 @@ func (h *Handler) showEvent(c *gin.Context, code int, problem string, form resol
 	case "cancelled":
 		notice = "Cancelled: every later claim is told not to act on it."
 	}
+	if r := retryNotice(c.Query("retried"), c.Query("retry")); r != "" {
+		notice = r
+	}
 	if c.Query("looked") != "" && data.Lookup != nil && data.Lookup.Result != nil {
 		notice = "Looked up in the CRM: " + lookupWords(*data.Lookup.Result) + "."
 	}
@@ -194,6 +200,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 		CRMURL:      h.links.CRMOrder(d.Source, d.EventID, "", d.CRMRef),
 		Resolvable:  d.Status == audit.StatusProcessing && d.ItemCount == 0,
 		Cancellable: d.Status == audit.StatusFailed && d.ItemCount == 0,
+		Retryable:   d.Status == audit.StatusFailed && d.ItemCount == 0 && h.cfg.Retrier != nil,
 	}
 	retryOf := map[string]string{}
 	for _, x := range d.Executions {
@@ -212,6 +219,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 		itemHolder[it.Item] = it.HolderExecutionID
 		data.Items = append(data.Items, itemRow{Item: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
 			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing,
+			Retryable:   it.Status == audit.StatusFailed && h.cfg.Retrier != nil,
 			NeedsReview: it.Status == audit.StatusProcessing && (it.ReviewReason != "" || it.UpdatedAt.Before(cutoff))})
 	}
 	data.Evidence = h.evidence(d, itemHolder)
@@ -341,6 +349,8 @@ func historyTitle(l audit.HistoryLine) string {
 		return "Fingerprint mismatch"
 	case audit.KindStale:
 		return "Processing too long"
+	case audit.KindRetry:
+		return "Retry in n8n asked by " + l.Actor
 	case audit.KindNotHolder:
 		return "Refused: " + l.Decision + " from an execution that does not hold the entry"
 	case audit.KindContradiction:
@@ -374,6 +384,10 @@ func (h *Handler) resolve(c *gin.Context) {
 	if !h.checkCSRF(c) {
 		h.pageError(c, http.StatusForbidden, "Form refused",
 			"The form did not carry this site's token (or came from another site). Nothing was changed: reload the event's page and try again.")
+		return
+	}
+	if form.To == "retry" {
+		h.retryFromPage(c, source, eventID, version)
 		return
 	}
 	_, err = h.store.Resolve(c.Request.Context(), audit.ResolveRequest{Source: source, EventID: eventID,

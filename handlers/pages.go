@@ -17,7 +17,8 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html.
-var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message", "auditlog"}
+var pageNames = []string{"overview", "events", "event", "review", "execution", "errors", "error", "message", "auditlog",
+	"retries", "retryrun"}
 
 // pages holds the parsed templates.
 type pages struct {
@@ -47,6 +48,7 @@ func newPages(cfg Config) (*pages, error) {
 		"sub":       func(a, b float64) float64 { return a - b },
 		"half":      func(a float64) float64 { return a / 2 },
 		"percent":   func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
+		"millis":    func(ms int64) time.Time { return time.UnixMilli(ms) },
 		"canLookup": cfg.Lookups.Configured,
 		"dict": func(kv ...string) map[string]string {
 			m := map[string]string{}
@@ -101,6 +103,8 @@ type view struct {
 	Notice  string
 	Problem string
 	Data    any
+	// Refresh reloads the page after this many seconds (0: never).
+	Refresh int
 }
 
 func (h *Handler) registerPages(r gin.IRouter) {
@@ -121,6 +125,7 @@ func (h *Handler) registerPages(r gin.IRouter) {
 	p.GET("/errors", h.errorsPage)
 	p.GET("/errors/:id", h.errorPage)
 	p.GET("/e/:id", h.shortLink)
+	h.registerRetryPages(p)
 }
 
 // render writes a page. It renders into a buffer first, so that a failing

@@ -84,6 +84,8 @@ func TestTheKeyNeverFollowsARedirectElsewhere(t *testing.T) {
 				{"a lineage lookup", func() error { _, err := client.Execution(ctx, "4711"); return err }},
 				{"reconciliation's listing", func() error { _, _, err := client.FailedExecutions(ctx, "", 250); return err }},
 				{"reconciliation's read of an execution", func() error { _, err := client.FailedExecution(ctx, "4711"); return err }},
+				{"a retry's look at an execution", func() error { _, err := client.ExecutionNow(ctx, "4711"); return err }},
+				{"a retry", func() error { _, err := client.Retry(ctx, "4711"); return err }},
 				{"connect's GET /discover", func() error { _, err := admin.Discover(ctx); return err }},
 				{"connect's GET /credentials", func() error { _, err := admin.Credentials(ctx, "retryaudit"); return err }},
 				{"connect's POST /credentials", func() error {

@@ -28,6 +28,7 @@ type request struct {
 	report  *audit.N8NErrorReport
 	hooks   []audit.N8NHookReport
 	resolve *audit.ResolveRequest
+	retry   *audit.RetryRequest
 	lookup  *audit.LookupRecord
 	stale   *staleCheck
 	word    *audit.N8NWord // what n8n's API said of the request's execution
@@ -64,6 +65,8 @@ func (r *request) key() audit.EventKey {
 		return audit.EventKey{Source: r.outcome.Source, EventID: r.outcome.EventID}
 	case r.resolve != nil:
 		return audit.EventKey{Source: r.resolve.Source, EventID: r.resolve.EventID}
+	case r.retry != nil:
+		return audit.EventKey{Source: r.retry.Source, EventID: r.retry.EventID}
 	case r.lookup != nil:
 		return audit.EventKey{Source: r.lookup.Source, EventID: r.lookup.EventID}
 	case r.stale != nil:
@@ -105,6 +108,8 @@ func wantOf(jobs []*ledgerJob) *want {
 			w.touch = true
 		case r.resolve != nil:
 			w.event(r.resolve.Source, r.resolve.EventID)
+		case r.retry != nil:
+			w.event(r.retry.Source, r.retry.EventID)
 		case r.lookup != nil:
 			w.event(r.lookup.Source, r.lookup.EventID)
 		case r.stale != nil:
@@ -155,6 +160,8 @@ func (s *Store) decide(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now 
 			}
 		case r.resolve != nil:
 			a.status, j.err = d.Resolve(*r.resolve)
+		case r.retry != nil:
+			j.err = d.Retry(*r.retry)
 		case r.lookup != nil:
 			j.err = d.Lookup(*r.lookup)
 		case r.stale != nil:
@@ -305,6 +312,16 @@ func (s *Store) Resolve(ctx context.Context, req audit.ResolveRequest) (audit.St
 	}
 	a, err := s.alone(ctx, &request{resolve: &req})
 	return a.status, err
+}
+
+// Retry writes a person's request that n8n retry an entry's failed
+// execution (audit.Decider.Retry), fenced by the version the person saw.
+func (s *Store) Retry(ctx context.Context, req audit.RetryRequest) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	_, err := s.alone(ctx, &request{retry: &req})
+	return err
 }
 
 // RecordLookup writes a person's CRM lookup in the event's history

@@ -17,6 +17,7 @@ import (
 	"github.com/retryaudit/retryaudit/n8n"
 	"github.com/retryaudit/retryaudit/notify"
 	"github.com/retryaudit/retryaudit/people"
+	"github.com/retryaudit/retryaudit/retries"
 	"github.com/retryaudit/retryaudit/slackact"
 )
 
@@ -31,6 +32,7 @@ type app struct {
 	others  map[string]*n8n.Client
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	retrier *retries.Retrier
 	owner   string // this process, for leases
 
 	slackOnce sync.Once
@@ -80,6 +82,18 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 	if err != nil {
 		return nil, err
 	}
+	rc := retries.Config{Store: a.store, Rate: cfg.RetryRate, InFlight: cfg.RetryInFlight, Owner: a.owner,
+		Log: log.With("component", "retries")}
+	apis := &lookupByInstance{clients: map[string]*n8n.Client{audit.DefaultInstance: a.n8n}, links: a.links("")}
+	for name, c := range a.others {
+		apis.clients[name] = c
+	}
+	for _, c := range apis.clients {
+		if c != nil {
+			rc.N8N = apis
+		}
+	}
+	a.retrier = retries.New(rc)
 	if a.lookups, err = people.NewLookups(a.store, a.links(""), n8n.Redactor{}, cfg.CRMLookups); err != nil {
 		a.store.Close()
 		return nil, err
@@ -175,6 +189,7 @@ func (a *app) startJobs(ctx context.Context, cfg config, base string) (*jobs, er
 		}
 		return err
 	})
+	j.run(ctx, func(ctx context.Context) error { a.retrier.Watch(ctx); return nil })
 	j.every(ctx, a.log, "stale detector", time.Minute, func(ctx context.Context) error {
 		_, err := a.store.DetectStale(ctx)
 		return err
@@ -233,6 +248,13 @@ func (a *app) retention(ctx context.Context) error {
 	n, err := people.Prune(ctx, a.store, now.Add(-a.cfg.Retention))
 	if n > 0 {
 		a.log.Info("retention", "audit_log_actions", n)
+	}
+	if err != nil {
+		return err
+	}
+	n, err = a.retrier.Prune(ctx, now.Add(-a.cfg.Retention))
+	if n > 0 {
+		a.log.Info("retention", "retries", n)
 	}
 	return err
 }

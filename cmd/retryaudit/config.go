@@ -63,17 +63,21 @@ type config struct {
 	UITrustHeader    string
 	UITrustedProxies []netip.Prefix
 
-	MaxErrorBody     int64
-	BodyBudget       int64
-	WriteProbe       time.Duration // how often /readyz's write probe writes
-	MaxConns         int           // connections open at once (RETRYAUDIT_MAX_CONNS)
-	MaxIdleConns     int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
-	DBMaxConns       int
-	DBLockTimeout    time.Duration
-	APITimeout       time.Duration // the longest a /v1 request may take
-	QueueSize        int           // claims that may wait for a batch
-	QueueWait        time.Duration // the longest a claim waits to start
-	MaxBatch         int
+	MaxErrorBody  int64
+	BodyBudget    int64
+	WriteProbe    time.Duration // how often /readyz's write probe writes
+	MaxConns      int           // connections open at once (RETRYAUDIT_MAX_CONNS)
+	MaxIdleConns  int           // idle keep-alive connections (RETRYAUDIT_MAX_IDLE_CONNS)
+	DBMaxConns    int
+	DBLockTimeout time.Duration
+	APITimeout    time.Duration // the longest a /v1 request may take
+	QueueSize     int           // claims that may wait for a batch
+	QueueWait     time.Duration // the longest a claim waits to start
+	MaxBatch      int
+	// RetryRate and RetryInFlight bound bulk retries: retries started a
+	// minute, and retries waiting for n8n at once.
+	RetryRate        int
+	RetryInFlight    int
 	SQLiteSyncNormal bool
 	MetricsInterval  time.Duration
 	// N8NMaxRun is the longest an n8n execution runs: an execution id unseen
@@ -231,6 +235,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.QueueSize = e.integer("RETRYAUDIT_QUEUE_SIZE", 4096, 1, 1<<20)
 	c.QueueWait = e.duration("RETRYAUDIT_QUEUE_WAIT", store.DefaultQueueWait)
 	c.MaxBatch = e.integer("RETRYAUDIT_MAX_BATCH", 128, 1, 1000)
+	c.RetryRate = e.integer("RETRYAUDIT_RETRY_RATE", 30, 1, 600)
+	c.RetryInFlight = e.integer("RETRYAUDIT_RETRY_IN_FLIGHT", 2, 1, 20)
 	c.N8NMaxRun = e.duration("RETRYAUDIT_N8N_MAX_RUN", store.DefaultMaxRun)
 	c.AllowNoWorkflowID = e.boolean("RETRYAUDIT_ALLOW_NO_WORKFLOW_ID")
 	switch v := strings.ToLower(e.str("RETRYAUDIT_SQLITE_SYNC", "full")); v {

@@ -129,3 +129,33 @@ func (l *lookupByInstance) Execution(ctx context.Context, qid string) (audit.N8N
 	x.WorkflowID = audit.QualifyID(instance, x.WorkflowID)
 	return x, nil
 }
+
+// ExecutionNow asks the execution's instance about it now, past the cache
+// (for a retry).
+func (l *lookupByInstance) ExecutionNow(ctx context.Context, qid string) (audit.N8NExecution, error) {
+	return l.each(ctx, qid, (*n8n.Client).ExecutionNow)
+}
+
+// Retry asks the execution's instance to retry it.
+func (l *lookupByInstance) Retry(ctx context.Context, qid string) (audit.N8NExecution, error) {
+	return l.each(ctx, qid, (*n8n.Client).Retry)
+}
+
+// each calls the API of an execution's instance with its own id and
+// qualifies the ids n8n answers with.
+func (l *lookupByInstance) each(ctx context.Context, qid string,
+	call func(*n8n.Client, context.Context, string) (audit.N8NExecution, error)) (audit.N8NExecution, error) {
+	instance, id := l.links.Instance(qid)
+	c := l.clients[instance]
+	if c == nil {
+		return audit.N8NExecution{}, audit.ErrNoAPI
+	}
+	x, err := call(c, ctx, id)
+	if err != nil {
+		return x, err
+	}
+	x.ID = audit.QualifyID(instance, x.ID)
+	x.RetryOf = audit.QualifyID(instance, x.RetryOf)
+	x.WorkflowID = audit.QualifyID(instance, x.WorkflowID)
+	return x, nil
+}

@@ -66,7 +66,7 @@ func serve(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(str
 		Instances: cfg.handlerInstances(), MaxBody: cfg.MaxBody, APITimeout: cfg.APITimeout,
 		AllowNoWorkflowID: cfg.AllowNoWorkflowID,
 		MaxErrorBody:      cfg.MaxErrorBody, BodyBudget: cfg.BodyBudget, WriteProbe: cfg.WriteProbe,
-		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log,
+		ServeMetrics: cfg.MetricsAddr == "", Metrics: m, UI: ui, Logger: log, Retrier: app.retrier,
 		SlackInteractions: app.interactions(),
 	})
 	if err != nil {

@@ -140,6 +140,9 @@ func (a *app) slackHandler() *slackact.Handler {
 		if a.lookups != nil {
 			acts.LookupFunc = slackact.PeopleLookup(a.lookups)
 		}
+		if a.retrier != nil {
+			acts.RetryFunc = slackact.RetriesRetry(a.retrier)
+		}
 		a.slack = &slackact.Handler{Actions: acts, Users: cfg.SlackUsers, Reply: bot, Log: a.log}
 	})
 	return a.slack
@@ -151,6 +154,7 @@ func (a *app) actionButtons() notify.ActionButtons {
 	if a.lookups != nil {
 		b.Lookup = a.lookups.Configured
 	}
+	b.Retry = a.retrier != nil && a.cfg.anyN8NAPI()
 	return b
 }
 
@@ -209,4 +213,18 @@ func (c *checker) slackActions(ctx context.Context, cfg config) {
 		at := time.Time{}.Add(cfg.DigestAt).Format("15:04")
 		c.line("digest", "daily at "+at+" "+cfg.DigestTZ.String()+", to the Slack channel", nil)
 	}
+}
+
+// anyN8NAPI reports whether some n8n instance's API is configured: only
+// then can a failed execution be retried.
+func (c config) anyN8NAPI() bool {
+	if c.N8NAPIURL != "" {
+		return true
+	}
+	for _, in := range c.Instances {
+		if in.APIURL != "" {
+			return true
+		}
+	}
+	return false
 }

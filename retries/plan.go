@@ -1,0 +1,179 @@
+package retries
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit"
+)
+
+// Filter selects the entries of a bulk retry: the events named, or those
+// of a source, a workflow (the holder's) and a time range (when the event
+// was first seen, from included, to excluded). At least one is given.
+type Filter struct {
+	Source   string     `json:"source,omitempty"`
+	Workflow string     `json:"workflow,omitempty"`
+	From     *time.Time `json:"from,omitempty"`
+	To       *time.Time `json:"to,omitempty"`
+	Events   []Ref      `json:"events,omitempty"`
+}
+
+// Ref names an entry, and the version it was seen at (0: as it is).
+type Ref struct {
+	Source  string `db:"source" json:"source"`
+	EventID string `db:"event_id" json:"event_id"`
+	Item    string `db:"item" json:"item,omitempty"`
+	Version int64  `db:"version" json:"version,omitempty"`
+}
+
+// MaxPlan bounds the entries one plan (and run) holds.
+const MaxPlan = 1000
+
+// Validate names every bad field.
+func (f Filter) Validate() error {
+	e := audit.FieldErrors{}
+	if f.Source == "" && f.Workflow == "" && f.From == nil && f.To == nil && len(f.Events) == 0 {
+		e.Add("filter", "give at least one of source, workflow, from, to or events: a bulk retry of everything is not offered")
+	}
+	if len(f.Source) > audit.MaxSourceLen {
+		e.Add("source", fmt.Sprintf("longer than %d characters", audit.MaxSourceLen))
+	}
+	if len(f.Workflow) > audit.MaxIDLen {
+		e.Add("workflow", fmt.Sprintf("longer than %d characters", audit.MaxIDLen))
+	}
+	if f.From != nil && f.To != nil && !f.From.Before(*f.To) {
+		e.Add("to", "must be after from")
+	}
+	if len(f.Events) > 0 && (f.Source != "" || f.Workflow != "" || f.From != nil || f.To != nil) {
+		e.Add("events", "give either a list of events or source/workflow/from/to, not both")
+	}
+	if len(f.Events) > MaxPlan {
+		e.Add("events", fmt.Sprintf("at most %d in one run", MaxPlan))
+	}
+	for i, r := range f.Events {
+		switch {
+		case r.Source == "" || len(r.Source) > audit.MaxSourceLen:
+			e.Add(fmt.Sprintf("events[%d].source", i), "required, at most 100 characters")
+		case r.EventID == "" || len(r.EventID) > audit.MaxEventIDLen:
+			e.Add(fmt.Sprintf("events[%d].event_id", i), fmt.Sprintf("required, at most %d characters", audit.MaxEventIDLen))
+		case len(r.Item) > audit.MaxItemLen:
+			e.Add(fmt.Sprintf("events[%d].item", i), "too long")
+		case r.Version < 0:
+			e.Add(fmt.Sprintf("events[%d].version", i), "must not be negative")
+		}
+	}
+	return e.Err()
+}
+
+// Planned is one entry of a plan: retried, or skipped and why.
+type Planned struct {
+	Ref
+	Status      audit.Status `json:"status,omitempty"`
+	Retry       bool         `json:"retry"`
+	ExecutionID string       `json:"execution_id,omitempty"`
+	Reason      string       `json:"reason,omitempty"` // why it is skipped (a Reason constant, or the status)
+	Message     string       `json:"message,omitempty"`
+}
+
+// Plan is what a bulk retry would do, entry by entry, and the count of
+// the done entries its filter also selects (not listed: they happened).
+type Plan struct {
+	Filter  Filter         `json:"filter"`
+	Entries []Planned      `json:"entries"`
+	Retries int            `json:"retries"`
+	Skipped map[string]int `json:"skipped"`
+	Done    int            `json:"done_not_listed"`
+}
+
+// Plan says what a bulk retry of a filter would do, sending nothing: it
+// asks n8n about each failed entry's execution.
+func (r *Retrier) Plan(ctx context.Context, f Filter) (Plan, error) {
+	if err := f.Validate(); err != nil {
+		return Plan{}, err
+	}
+	p := Plan{Filter: f, Skipped: map[string]int{}, Entries: []Planned{}}
+	refs, done, err := r.candidates(ctx, f)
+	if err != nil {
+		return p, err
+	}
+	p.Done = done
+	for _, ref := range refs {
+		for _, e := range r.expand(ctx, ref) {
+			p.Entries = append(p.Entries, e)
+			if len(p.Entries) > MaxPlan {
+				return p, audit.FieldErrors{"filter": fmt.Sprintf("it selects more than %d entries: narrow it", MaxPlan)}.Err()
+			}
+		}
+	}
+	for i := range p.Entries {
+		e := &p.Entries[i]
+		if e.Reason != "" {
+			p.Skipped[e.Reason]++
+			continue
+		}
+		t, err := r.check(ctx, audit.EntryKey{Source: e.Source, EventID: e.EventID, Item: e.Item}, e.Version)
+		e.Status, e.Version, e.ExecutionID = t.status, t.version, t.executionID
+		if rf, ok := err.(*Refusal); ok {
+			e.Reason, e.Message = rf.Reason, rf.Message
+			if rf.Reason == ReasonNotFailed {
+				e.Reason = string(rf.Status)
+			}
+			p.Skipped[e.Reason]++
+			continue
+		}
+		if err != nil {
+			return p, err
+		}
+		e.Retry = true
+		p.Retries++
+	}
+	return p, nil
+}
+
+// candidates are the events a filter names, or selects (not done), and
+// the count of the done ones it selects.
+func (r *Retrier) candidates(ctx context.Context, f Filter) ([]Ref, int, error) {
+	if len(f.Events) > 0 {
+		return f.Events, 0, nil
+	}
+	from, to := time.Unix(0, 0), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if f.From != nil {
+		from = *f.From
+	}
+	if f.To != nil {
+		to = *f.To
+	}
+	arg := map[string]any{"source": f.Source, "workflow": f.Workflow, "from": r.cfg.Store.Time(from),
+		"to": r.cfg.Store.Time(to), "limit": MaxPlan + 1}
+	var refs []Ref
+	if err := r.db.list(ctx, &refs, eventsOfFilter, arg); err != nil {
+		return nil, 0, err
+	}
+	if len(refs) > MaxPlan {
+		return nil, 0, audit.FieldErrors{"filter": fmt.Sprintf("it selects more than %d events that are not done: narrow it",
+			MaxPlan)}.Err()
+	}
+	var done int
+	if err := r.db.get(ctx, &done, doneOfFilter, arg); err != nil {
+		return nil, 0, err
+	}
+	return refs, done, nil
+}
+
+// expand turns an event with items into its items (an event named without
+// its item, which has items).
+func (r *Retrier) expand(ctx context.Context, ref Ref) []Planned {
+	if ref.Item != "" {
+		return []Planned{{Ref: ref}}
+	}
+	d, err := r.cfg.Store.Event(ctx, ref.Source, ref.EventID)
+	if err != nil || d.ItemCount == 0 {
+		return []Planned{{Ref: ref}}
+	}
+	var out []Planned
+	for _, it := range d.Items {
+		out = append(out, Planned{Ref: Ref{Source: ref.Source, EventID: ref.EventID, Item: it.Item}})
+	}
+	return out
+}
