@@ -200,6 +200,12 @@ func (m *Maker) record(ctx context.Context, d notify.Digest, now time.Time) (boo
 		map[string]any{"cutoff": cutoff}); err != nil {
 		return false, fmt.Errorf("digest: forget old days: %w", err)
 	}
+	// Retention prunes an event's or an error's rows; the digests' are
+	// this package's to forget.
+	if _, err := tx.NamedExecContext(ctx, `DELETE FROM outbox WHERE thread_key >= :first AND thread_key < :before`,
+		map[string]any{"first": notify.DigestThread(""), "before": notify.DigestThread(cutoff)}); err != nil {
+		return false, fmt.Errorf("digest: forget old digests: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("digest: commit: %w", err)
 	}

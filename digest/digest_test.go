@@ -246,3 +246,27 @@ func TestNotBeforeItsTime(t *testing.T) {
 		}
 	})
 }
+
+func TestOldDigestsAreForgotten(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		s := audittest.Open(t, dialect, store.Options{})
+		ctx := context.Background()
+		if _, err := s.Claim(ctx, audit.ClaimRequest{Source: "shop", EventID: "ord-1", ExecutionID: "1", WorkflowID: "wf1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().Exec(`INSERT INTO slack_digests (day) VALUES ('2020-01-01')`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().Exec(`INSERT INTO outbox (thread_key, kind, payload, state) VALUES ('digest:2020-01-01', 'digest', '{}', 'sent')`); err != nil {
+			t.Fatal(err)
+		}
+		if made, err := maker(s).Tick(ctx); err != nil || !made {
+			t.Fatalf("made %v, %v", made, err)
+		}
+		var days []string
+		s.DB().Select(&days, `SELECT day FROM slack_digests ORDER BY day`)
+		if len(days) != 1 || days[0] == "2020-01-01" || digestRows(t, s) != 1 {
+			t.Fatalf("days %v, %d digest rows: the old day should be forgotten, today's kept", days, digestRows(t, s))
+		}
+	})
+}
