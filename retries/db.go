@@ -42,21 +42,62 @@ const (
 	itemNext = `SELECT ` + itemColumns + ` FROM retry_items WHERE run_id = :run_id AND state = 'planned'
 		ORDER BY id LIMIT 1`
 	// itemTake marks an item as being sent, once: of two instances, one
-	// takes it.
+	// takes it. It is not sent yet (sent_at 0) until itemClaim.
 	itemTake = `UPDATE retry_items SET state = 'sending', updated_at = :now WHERE id = :id AND state = 'planned'`
-	itemSet  = `UPDATE retry_items SET state = :state, reason = :reason, execution_id = :execution_id,
+	// itemClaim is the last word before a run's item is written in the
+	// ledger and sent to n8n: the item is still being sent, by this owner,
+	// of a run still running (not cancelled, not adopted by another), and
+	// no other retry of its entry is pending. itemConfirm says it again
+	// just before n8n is asked.
+	itemClaim = `UPDATE retry_items SET version = :version, execution_id = :execution_id, sent_at = :sent_at,
+		updated_at = :updated_at
+		WHERE id = :id AND state = 'sending' AND sent_at = 0
+		AND EXISTS (SELECT 1 FROM retry_runs r WHERE r.id = retry_items.run_id AND r.owner = :owner AND r.state = 'running')
+		AND NOT EXISTS (SELECT 1 FROM retry_items p WHERE p.source = :source AND p.event_id = :event_id
+			AND p.item = :item AND p.id <> :id AND p.state IN ('sending', 'no_answer', 'unknown') AND (p.sent_at > :recent OR p.state = 'unknown')
+			AND p.version >= :version)`
+	itemConfirm = `UPDATE retry_items SET updated_at = :updated_at
+		WHERE id = :id AND state = 'sending' AND sent_at = :sent_at
+		AND EXISTS (SELECT 1 FROM retry_runs r WHERE r.id = retry_items.run_id AND r.owner = :owner AND r.state = 'running')`
+	// itemInsertPending records a single retry before it is written in the
+	// ledger, unless another retry of the entry is pending: the ledger's
+	// version fences two retries of the same version, this one a retry
+	// seen after another's ledger line (a later version).
+	itemInsertPending = `INSERT INTO retry_items (run_id, source, event_id, item, version, execution_id, state, reason,
+		actor, via, sent_at, updated_at)
+		SELECT NULL, :source, :event_id, :item, :version, :execution_id, 'sending', '', :actor, :via, :sent_at, :updated_at
+		WHERE NOT EXISTS (SELECT 1 FROM retry_items p WHERE p.source = :source AND p.event_id = :event_id
+			AND p.item = :item AND p.state IN ('sending', 'no_answer', 'unknown') AND (p.sent_at > :recent OR p.state = 'unknown')
+			AND p.version >= :version)
+		RETURNING id`
+	// itemDrop forgets a single retry the ledger refused: nothing was sent.
+	itemDrop = `DELETE FROM retry_items WHERE id = :id AND run_id IS NULL AND state = 'sending'`
+	// itemUnsent settles a run's item that was taken but not sent because
+	// the run stopped first.
+	itemUnsent = `UPDATE retry_items SET state = 'cancelled', updated_at = :now,
+		reason = 'not sent: the run was cancelled or taken over before it was sent'
+		WHERE id = :id AND state = 'sending'`
+	itemSet = `UPDATE retry_items SET state = :state, reason = :reason, execution_id = :execution_id,
 		version = :version, new_execution_id = :new_execution_id, n8n_status = :n8n_status, sent_at = :sent_at,
 		updated_at = :updated_at WHERE id = :id`
 	// itemsCancel and itemsInterrupted settle what a run left: the planned
 	// ones were never sent; those being sent when its owner stopped may
 	// have been.
-	itemsCancel      = `UPDATE retry_items SET state = 'cancelled', updated_at = :now WHERE run_id = :run_id AND state = 'planned'`
+	// A taken item not claimed yet (sent_at 0) cannot be claimed any more
+	// once its run is cancelled or adopted (itemClaim): it was not sent.
+	itemsCancel = `UPDATE retry_items SET state = 'cancelled', updated_at = :now WHERE run_id = :run_id
+		AND (state = 'planned' OR state = 'sending' AND sent_at = 0)`
 	itemsInterrupted = `UPDATE retry_items SET state = 'unknown', updated_at = :now,
-		reason = 'the instance running it stopped while n8n was asked; look at the event before retrying again'
-		WHERE run_id = :run_id AND state = 'sending'`
-	// itemPending is an entry's latest retry still waiting for its outcome.
+		reason = 'the instance running it stopped while n8n was asked; it blocks another retry until a person settles the entry or the Retry reports'
+		WHERE run_id = :run_id AND state = 'sending' AND sent_at > 0`
+	itemsUntaken = `UPDATE retry_items SET state = 'planned', updated_at = :now WHERE run_id = :run_id
+		AND state = 'sending' AND sent_at = 0`
+	// itemPending is an entry's latest retry still waiting for its outcome:
+	// being sent, not answered by n8n, or left by a stopped instance
+	// (unknown: it may be running in n8n).
 	itemPending = `SELECT ` + itemColumns + ` FROM retry_items
-		WHERE source = :source AND event_id = :event_id AND item = :item AND state IN ('sending', 'no_answer') AND sent_at > 0
+		WHERE source = :source AND event_id = :event_id AND item = :item AND state IN ('sending', 'no_answer', 'unknown')
+		AND sent_at > 0 AND id <> :id
 		ORDER BY id DESC LIMIT 1`
 )
 

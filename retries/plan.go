@@ -112,7 +112,7 @@ func (r *Retrier) Plan(ctx context.Context, f Filter) (Plan, error) {
 			p.Skipped[e.Reason]++
 			continue
 		}
-		t, err := r.check(ctx, audit.EntryKey{Source: e.Source, EventID: e.EventID, Item: e.Item}, e.Version)
+		t, err := r.check(ctx, audit.EntryKey{Source: e.Source, EventID: e.EventID, Item: e.Item}, e.Version, 0)
 		e.Status, e.Version, e.ExecutionID = t.status, t.version, t.executionID
 		if rf, ok := err.(*Refusal); ok {
 			e.Reason, e.Message = rf.Reason, rf.Message

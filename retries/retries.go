@@ -158,8 +158,9 @@ type target struct {
 
 // check decides whether an entry may be retried now, as seen at version
 // (0: as it is), and which execution: the newest of its holder's lineage,
-// which n8n must say failed.
-func (r *Retrier) check(ctx context.Context, key audit.EntryKey, version int64) (target, error) {
+// which n8n must say failed. self is the run's item being sent (0: none),
+// not a pending retry of its own.
+func (r *Retrier) check(ctx context.Context, key audit.EntryKey, version, self int64) (target, error) {
 	d, err := r.cfg.Store.Event(ctx, key.Source, key.EventID)
 	if audit.ErrorCode(err) == audit.CodeNotFound {
 		return target{}, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf("no event %s/%s", key.Source, key.EventID)}
@@ -196,8 +197,12 @@ func (r *Retrier) check(ctx context.Context, key audit.EntryKey, version int64) 
 	case t.status != audit.StatusFailed:
 		return refuse(ReasonNotFailed, "the entry is %s: only a failed entry is retried", t.status)
 	}
-	if p, ok, err := r.pending(ctx, key, t.version); err != nil {
+	if p, ok, err := r.pending(ctx, key, t.version, self); err != nil {
 		return t, err
+	} else if ok && p.State == "unknown" {
+		return refuse(ReasonPending, "a retry was sent at %s by %s (via %s) and its fate is unknown (the instance "+
+			"sending it stopped): it may still be running in n8n; another waits until a person settles the entry or "+
+			"the Retry reports", time.UnixMilli(p.SentAt).UTC().Format(time.RFC3339), p.Actor, p.Via)
 	} else if ok {
 		return refuse(ReasonPending, "a retry was sent at %s by %s (via %s), waiting for its outcome",
 			time.UnixMilli(p.SentAt).UTC().Format(time.RFC3339), p.Actor, p.Via)
@@ -270,11 +275,13 @@ type item struct {
 	UpdatedAt      int64         `db:"updated_at" json:"-"`
 }
 
-// pending returns an entry's retry that waits for its outcome: sent (or
-// not answered by n8n) within PendingFor, with the entry not moved since.
-func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version int64) (item, bool, error) {
+// pending returns an entry's retry that waits for its outcome, other than
+// self: sent (or not answered by n8n) within PendingFor, or of unknown
+// fate, with the entry not moved since.
+func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version, self int64) (item, bool, error) {
 	var it item
-	err := r.db.get(ctx, &it, itemPending, key)
+	err := r.db.get(ctx, &it, itemPending, map[string]any{"source": key.Source, "event_id": key.EventID,
+		"item": key.Item, "id": self})
 	if errors.Is(err, sql.ErrNoRows) {
 		return it, false, nil
 	}
@@ -282,52 +289,123 @@ func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version int64
 		return it, false, err
 	}
 	recent := r.cfg.Now().Sub(time.UnixMilli(it.SentAt)) < r.cfg.PendingFor
-	return it, recent && it.Version == version, nil
+	return it, (recent || it.State == "unknown") && it.Version == version, nil
 }
 
-// send checks an entry, writes the request in the ledger, records it and
-// asks n8n, waiting for its answer as long as wait lasts (and RetryTimeout);
-// run and itemID are the run and its item being sent (0: a single retry).
+// errNotSent: a run's item was not sent because its run was cancelled or
+// taken over first; the item is settled already.
+var errNotSent = errors.New("retries: the run stopped before the item was sent")
+
+// send checks an entry, records the retry as pending (refused when another
+// is), writes the request in the ledger and asks n8n, waiting for its answer
+// as long as wait lasts (and RetryTimeout); run and itemID are the run and
+// its item being sent (0: a single retry).
 func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version int64, who Who, run, itemID int64) (Result, error) {
-	t, err := r.check(ctx, key, version)
+	t, err := r.check(ctx, key, version, itemID)
 	if err != nil {
+		return Result{}, err
+	}
+	now := r.cfg.Now()
+	it := item{ID: itemID, Source: key.Source, EventID: key.EventID, Item: key.Item, Version: t.version + 1,
+		ExecutionID: t.executionID, State: "sending", Actor: who.Name, Via: who.Via, SentAt: now.UnixMilli(),
+		UpdatedAt: now.UnixMilli()}
+	// The item is pending before the ledger line is written, so that a
+	// retry checked in between finds it.
+	if err := r.claim(ctx, &it, now); err != nil {
 		return Result{}, err
 	}
 	err = r.cfg.Store.Retry(ctx, audit.RetryRequest{Source: key.Source, EventID: key.EventID, Item: key.Item,
 		Version: t.version, Actor: who.Name, Via: who.Via, ExecutionID: t.executionID, Run: run})
-	var ae *audit.Error
-	if errors.As(err, &ae) && ae.Code == audit.CodeConflict {
-		return Result{}, &Refusal{Reason: ReasonChanged, Status: ae.Status, Message: ae.Message}
-	}
 	if err != nil {
+		if itemID == 0 {
+			if _, derr := r.db.exec(context.WithoutCancel(ctx), itemDrop, it); derr != nil {
+				r.cfg.Log.Error("forget a retry the ledger refused", "err", derr)
+			}
+		}
+		var ae *audit.Error
+		if errors.As(err, &ae) && ae.Code == audit.CodeConflict {
+			return Result{}, &Refusal{Reason: ReasonChanged, Status: ae.Status, Message: ae.Message}
+		}
 		return Result{}, err
 	}
-	now := r.cfg.Now().UnixMilli()
-	it := item{ID: itemID, Source: key.Source, EventID: key.EventID, Item: key.Item, Version: t.version + 1,
-		ExecutionID: t.executionID, State: "sending", Actor: who.Name, Via: who.Via, SentAt: now, UpdatedAt: now}
-	if itemID == 0 {
-		err = r.db.get(ctx, &it.ID, itemInsert, it)
-	} else {
-		_, err = r.db.exec(ctx, itemSet, it)
-	}
-	if err != nil {
-		return Result{}, err
+	if itemID != 0 {
+		// The last word before n8n: the run still runs here.
+		n, err := r.db.exec(ctx, itemConfirm, r.itemArg(it, now))
+		if err != nil {
+			return Result{}, err
+		}
+		if n == 0 {
+			r.unsent(ctx, it)
+			return Result{}, errNotSent
+		}
 	}
 	r.cfg.Log.Info("retry sent to n8n", "source", key.Source, "event_id", key.EventID, "item", key.Item,
 		"execution_id", t.executionID, "by", who.Name, "via", who.Via)
-	x, err := r.cfg.N8N.Retry(wait, t.executionID)
-	res := Result{EntryKey: key, ExecutionID: t.executionID, NewExecutionID: x.ID, N8NStatus: x.Status}
+	return r.ask(ctx, wait, it)
+}
+
+// claim records a retry as pending: a single retry's row inserted, a run's
+// item marked sent, both refused when another retry of the entry is
+// pending (and a run's item when its run stopped running here).
+func (r *Retrier) claim(ctx context.Context, it *item, now time.Time) error {
+	arg := r.itemArg(*it, now)
+	if it.ID == 0 {
+		err := r.db.get(ctx, &it.ID, itemInsertPending, arg)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &Refusal{Reason: ReasonPending, Version: it.Version - 1,
+				Message: "another retry of this entry was sent just now, waiting for its outcome"}
+		}
+		return err
+	}
+	n, err := r.db.exec(ctx, itemClaim, arg)
+	if err != nil || n > 0 {
+		return err
+	}
+	if p, ok, perr := r.pending(ctx, it.EntryKey(), it.Version-1, it.ID); perr == nil && ok {
+		return &Refusal{Reason: ReasonPending, Version: it.Version - 1,
+			Message: fmt.Sprintf("a retry was sent at %s by %s (via %s), waiting for its outcome",
+				time.UnixMilli(p.SentAt).UTC().Format(time.RFC3339), p.Actor, p.Via)}
+	}
+	r.unsent(ctx, *it)
+	return errNotSent
+}
+
+// unsent settles a run's item its run stopped sending.
+func (r *Retrier) unsent(ctx context.Context, it item) {
+	if _, err := r.db.exec(context.WithoutCancel(ctx), itemUnsent, map[string]any{"id": it.ID,
+		"now": r.cfg.Now().UnixMilli()}); err != nil {
+		r.cfg.Log.Error("settle a bulk retry not sent", "err", err)
+	}
+}
+
+func (r *Retrier) itemArg(it item, now time.Time) map[string]any {
+	return map[string]any{"id": it.ID, "source": it.Source, "event_id": it.EventID, "item": it.Item,
+		"version": it.Version, "execution_id": it.ExecutionID, "actor": it.Actor, "via": it.Via,
+		"sent_at": it.SentAt, "updated_at": it.UpdatedAt, "owner": r.cfg.Owner,
+		"recent": now.Add(-r.cfg.PendingFor).UnixMilli()}
+}
+
+// EntryKey is the entry an item retries.
+func (it item) EntryKey() audit.EntryKey {
+	return audit.EntryKey{Source: it.Source, EventID: it.EventID, Item: it.Item}
+}
+
+// ask asks n8n to retry a recorded item's execution and records its answer.
+func (r *Retrier) ask(ctx, wait context.Context, it item) (Result, error) {
+	key := it.EntryKey()
+	x, err := r.cfg.N8N.Retry(wait, it.ExecutionID)
+	res := Result{EntryKey: key, ExecutionID: it.ExecutionID, NewExecutionID: x.ID, N8NStatus: x.Status}
 	switch {
 	case errors.Is(err, audit.ErrExecutionNotFound):
-		res.State, res.Message = "refused", fmt.Sprintf("pruned: n8n no longer has execution %s", t.executionID)
+		res.State, res.Message = "refused", fmt.Sprintf("pruned: n8n no longer has execution %s", it.ExecutionID)
 	case errors.Is(err, audit.ErrNotRetryable):
 		res.State, res.Message = "refused", "n8n refused: "+strings.TrimPrefix(err.Error(), audit.ErrNotRetryable.Error()+": ")
 	case err != nil:
 		res.State, res.Message = "no_answer", "n8n did not answer the retry ("+err.Error()+"): its report settles the entry"
 	case x.Status == "success":
-		res.State, res.Message = "succeeded", fmt.Sprintf("n8n's retry %s of %s finished successfully", x.ID, t.executionID)
+		res.State, res.Message = "succeeded", fmt.Sprintf("n8n's retry %s of %s finished successfully", x.ID, it.ExecutionID)
 	default:
-		res.State, res.Message = "failed", fmt.Sprintf("n8n's retry %s of %s ended %s", x.ID, t.executionID, x.Status)
+		res.State, res.Message = "failed", fmt.Sprintf("n8n's retry %s of %s ended %s", x.ID, it.ExecutionID, x.Status)
 	}
 	it.State, it.Reason, it.NewExecutionID, it.N8NStatus = res.State, res.Message, x.ID, x.Status
 	it.UpdatedAt = r.cfg.Now().UnixMilli()

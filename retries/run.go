@@ -194,6 +194,12 @@ func (r *Retrier) Resume(ctx context.Context) error {
 		return err
 	}
 	for _, o := range orphans {
+		r.mu.Lock()
+		mine := r.runs[o.ID]
+		r.mu.Unlock()
+		if mine {
+			continue // this instance runs it: slow, not stopped
+		}
 		n, err := r.db.exec(ctx, runAdopt, map[string]any{"id": o.ID, "owner": r.cfg.Owner, "now": now.UnixMilli(),
 			"seen": o.HeartbeatAt})
 		if err != nil {
@@ -202,7 +208,12 @@ func (r *Retrier) Resume(ctx context.Context) error {
 		if n == 0 {
 			continue // another instance adopted it
 		}
-		if _, err := r.db.exec(ctx, itemsInterrupted, map[string]any{"run_id": o.ID, "now": now.UnixMilli()}); err != nil {
+		arg := map[string]any{"run_id": o.ID, "now": now.UnixMilli()}
+		if _, err := r.db.exec(ctx, itemsInterrupted, arg); err != nil {
+			return err
+		}
+		// Taken but not sent: its owner can no longer send it (itemClaim).
+		if _, err := r.db.exec(ctx, itemsUntaken, arg); err != nil {
 			return err
 		}
 		r.cfg.Log.Warn("bulk retry run resumed: its instance stopped", "run", o.ID)
@@ -212,7 +223,12 @@ func (r *Retrier) Resume(ctx context.Context) error {
 }
 
 // staleAfter: a run whose heartbeat is older was left by its instance.
-const staleAfter = time.Minute
+// Well above n8n's RetryTimeout (2 minutes), though the heartbeat beats
+// from its own ticker every beatEvery, whatever the sends wait for.
+const (
+	staleAfter = 5 * time.Minute
+	beatEvery  = 30 * time.Second
+)
 
 // Watch resumes left runs now and every 30 seconds until ctx ends, then
 // waits for the runs it started to stop.
@@ -274,6 +290,24 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 			slots <- struct{}{} // wait for the retries in flight
 		}
 	}()
+	// The heartbeat beats on its own: a send waiting for n8n does not
+	// make the run look left.
+	beat, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	go func() {
+		t := time.NewTicker(beatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-beat.Done():
+				return
+			case <-t.C:
+				if _, err := r.beat(beat, id); err != nil && beat.Err() == nil {
+					r.cfg.Log.Warn("bulk retry run heartbeat", "run", id, "err", err)
+				}
+			}
+		}
+	}()
 	next := time.Now()
 	for {
 		if wait := time.Until(next); wait > 0 {
@@ -283,16 +317,23 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 			case <-time.After(wait):
 			}
 		}
-		n, err := r.db.exec(ctx, runHeartbeat, map[string]any{"id": id, "owner": r.cfg.Owner, "now": r.cfg.Now().UnixMilli()})
-		if err != nil {
-			return err
+		// The slot first, then the run's state, then the item: a cancel
+		// that came while waiting for the slot is seen before anything is
+		// taken.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		if n == 0 {
-			return nil // cancelled, or adopted by another instance
+		n, err := r.beat(ctx, id)
+		if err != nil || n == 0 {
+			<-slots
+			return err // n == 0: cancelled, or adopted by another instance
 		}
 		var it item
 		err = r.db.get(ctx, &it, itemNext, map[string]any{"run_id": id})
 		if errors.Is(err, sql.ErrNoRows) {
+			<-slots
 			for range cap(slots) {
 				slots <- struct{}{}
 			}
@@ -304,17 +345,15 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 			return err
 		}
 		if err != nil {
+			<-slots
 			return err
 		}
-		if n, err := r.db.exec(ctx, itemTake, map[string]any{"id": it.ID, "now": r.cfg.Now().UnixMilli()}); err != nil {
-			return err
-		} else if n == 0 {
+		if n, err := r.db.exec(ctx, itemTake, map[string]any{"id": it.ID, "now": r.cfg.Now().UnixMilli()}); err != nil || n == 0 {
+			<-slots
+			if err != nil {
+				return err
+			}
 			continue
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 		next = time.Now().Add(every)
 		go func(it item) {
@@ -324,6 +363,11 @@ func (r *Retrier) work(ctx context.Context, id int64) error {
 	}
 }
 
+// beat renews a run's heartbeat if it still runs here; 0: it does not.
+func (r *Retrier) beat(ctx context.Context, id int64) (int64, error) {
+	return r.db.exec(ctx, runHeartbeat, map[string]any{"id": id, "owner": r.cfg.Owner, "now": r.cfg.Now().UnixMilli()})
+}
+
 // sendItem sends one item of a run through the single retry's path and
 // records why one was not sent.
 func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
@@ -331,7 +375,7 @@ func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
 	// At shutdown the wait for n8n ends: the item is recorded not answered
 	// (the Retry's report still settles the entry) and never sent again.
 	_, err := r.send(ctx, ctx, key, it.Version, who, it.RunID.Int64, it.ID)
-	if err == nil {
+	if err == nil || errors.Is(err, errNotSent) {
 		return
 	}
 	it.State, it.Reason, it.UpdatedAt = "refused", err.Error(), r.cfg.Now().UnixMilli()

@@ -229,8 +229,7 @@ func TestBulk(t *testing.T) {
 			}
 			b.n8n.hold = make(chan struct{})
 			actx, stop := context.WithCancel(context.Background())
-			go b.r.Watch(actx)
-			time.Sleep(50 * time.Millisecond)
+			b.r.Base(actx) // the runs it starts end with it, as under Watch
 			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
 			if err != nil {
 				t.Fatal(err)
@@ -242,7 +241,7 @@ func TestBulk(t *testing.T) {
 			b.n8n.hold = nil // the retries sent from now on are answered
 			b.n8n.mu.Unlock()
 			later := retries.New(retries.Config{Store: b.st, N8N: b.r.N8NForTest(), Owner: "b", Rate: 6000,
-				Now: func() time.Time { return time.Now().Add(2 * time.Minute) }})
+				Now: func() time.Time { return time.Now().Add(10 * time.Minute) }}) // past staleAfter
 			if err := later.Resume(ctx); err != nil {
 				t.Fatal(err)
 			}

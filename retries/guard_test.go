@@ -1,0 +1,132 @@
+package retries_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retryaudit/retryaudit/audit/audittest"
+	"github.com/retryaudit/retryaudit/retries"
+)
+
+// release lets the held retries of a fake n8n answer.
+func (f *fakeN8N) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+		f.hold = nil
+	}
+}
+
+// oneAsync asks for a single retry in the background: a retry wrongly sent
+// would wait for the held n8n.
+func oneAsync(b *bench, t *testing.T, id string) <-chan error {
+	t.Helper()
+	v := b.version(t, id)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.r.One(context.Background(), key(id), v, retries.Who{Name: "carol", Via: "page"})
+		done <- err
+	}()
+	return done
+}
+
+// refusedPending waits for a retry's answer, which must be a refusal as
+// pending, with n8n asked no more than want times.
+func refusedPending(t *testing.T, b *bench, done <-chan error, want int, says string) {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			rf := refusal(t, err, retries.ReasonPending)
+			if rf != nil && !strings.Contains(rf.Message, says) {
+				t.Errorf("the refusal %q does not say %q", rf.Message, says)
+			}
+			if n := b.n8n.totalRetries(); n != want {
+				t.Errorf("n8n was asked %d times, want %d", n, want)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			if n := b.n8n.totalRetries(); n > want {
+				t.Fatalf("n8n was asked to retry %d times while the first retry was still running", n)
+			}
+		}
+	}
+}
+
+func TestRetryNeverTwice(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		t.Run("a slow run is not taken over by its own instance, and its retry blocks another", func(t *testing.T) {
+			var offset atomic.Int64
+			now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+			b := newBench(t, dialect, retries.Config{Rate: 6000, InFlight: 1, Owner: "a", Now: now})
+			b.entry(t, "e0", "failed")
+			b.entry(t, "e1", "failed")
+			b.n8n.hold = make(chan struct{}) // n8n's Retry of e0 is slow
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.n8n.release(); waitRun(t, b.r, run.ID, retries.Run.Done) })
+			waitRun(t, b.r, run.ID, func(r retries.Run) bool { return b.n8n.totalRetries() == 1 })
+			offset.Store(int64(6 * time.Minute)) // past any heartbeat, the retry still pending
+			if err := b.r.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			run, _ = b.r.Get(ctx, run.ID)
+			if run.Counts["unknown"] != 0 || run.Counts["sending"] != 1 {
+				t.Errorf("its own live run was taken over: %v", run.Counts)
+			}
+			refusedPending(t, b, oneAsync(b, t, "e0"), 1, "waiting for its outcome")
+		})
+		t.Run("a retry of unknown fate, left by a stopped instance, blocks another", func(t *testing.T) {
+			b := newBench(t, dialect, retries.Config{Rate: 6000, InFlight: 1, Owner: "a"})
+			b.entry(t, "e0", "failed")
+			b.entry(t, "e1", "failed")
+			b.n8n.hold = make(chan struct{})
+			actx, stop := context.WithCancel(context.Background())
+			b.r.Base(actx)
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitRun(t, b.r, run.ID, func(r retries.Run) bool { return b.n8n.totalRetries() == 1 })
+			later := retries.New(retries.Config{Store: b.st, N8N: b.r.N8NForTest(), Owner: "b", Rate: 6000, InFlight: 1,
+				Now: func() time.Time { return time.Now().Add(10 * time.Minute) }})
+			lctx, lstop := context.WithCancel(context.Background())
+			t.Cleanup(func() { stop(); lstop(); b.n8n.release() })
+			later.Base(lctx)
+			if err := later.Resume(ctx); err != nil { // b's retries wait for n8n too
+				t.Fatal(err)
+			}
+			waitRun(t, b.r, run.ID, func(r retries.Run) bool { return r.Counts["unknown"] == 1 })
+			refusedPending(t, b, oneAsync(b, t, "e0"), b.n8n.totalRetries(), "fate is unknown")
+		})
+		t.Run("a cancelled run sends nothing more, not even the item it was about to send", func(t *testing.T) {
+			b := newBench(t, dialect, retries.Config{Rate: 6000, InFlight: 1})
+			b.entry(t, "c0", "failed")
+			b.entry(t, "c1", "failed")
+			b.n8n.hold = make(chan struct{})
+			run, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitRun(t, b.r, run.ID, func(r retries.Run) bool { return b.n8n.totalRetries() == 1 })
+			if _, err := b.r.Cancel(ctx, run.ID, retries.Who{Name: "carol", Via: "api"}); err != nil {
+				t.Fatal(err)
+			}
+			b.n8n.release()
+			run = waitRun(t, b.r, run.ID, func(r retries.Run) bool { return r.Counts["sending"] == 0 })
+			if n := b.n8n.totalRetries(); n != 1 {
+				t.Errorf("after the cancel was answered, n8n was asked %d times (want 1): %v", n, run.Counts)
+			}
+			if run.Counts["cancelled"] != 1 || run.Counts["succeeded"] != 1 {
+				t.Errorf("run %s: %v", run.State, run.Counts)
+			}
+		})
+	})
+}
