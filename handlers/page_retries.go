@@ -158,9 +158,13 @@ func (h *Handler) retriesPage(c *gin.Context) {
 			d.Plan = &p
 			d.PlanJSON = planJSON(p)
 		}
+		var rf *retries.Refusal
 		switch {
 		case audit.ErrorCode(err) == audit.CodeInvalid:
 			problem, code, d.Plan = fieldProblems(err), http.StatusUnprocessableEntity, nil
+		case errors.As(err, &rf):
+			code, _ = status(rf.Code())
+			problem, d.Plan = rf.Message, nil
 		case err != nil:
 			h.pageFail(c, err)
 			return

@@ -26,6 +26,9 @@ type fakeN8N struct {
 	onRetry func(newID, of string) string
 	// hold, when set, is waited on by every retry before it answers.
 	hold chan struct{}
+	// slow, when set, is waited on by every question about an execution
+	// (n8n slow or unreachable), until the asker gives up.
+	slow chan struct{}
 }
 
 func newFakeN8N(t *testing.T) *fakeN8N {
@@ -36,6 +39,10 @@ func newFakeN8N(t *testing.T) *fakeN8N {
 		if f.hold != nil {
 			close(f.hold)
 			f.hold = nil
+		}
+		if f.slow != nil {
+			close(f.slow)
+			f.slow = nil
 		}
 		f.mu.Unlock()
 		f.Close()
@@ -78,6 +85,16 @@ func (f *fakeN8N) totalRetries() int {
 }
 
 func (f *fakeN8N) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	slow := f.slow
+	f.mu.Unlock()
+	if slow != nil && !strings.HasSuffix(r.URL.Path, "/retry") {
+		select {
+		case <-slow:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	path := strings.TrimPrefix(r.URL.Path, "/api/v1/executions/")
 	id, retry := strings.CutSuffix(path, "/retry")
 	f.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/retries"
 )
@@ -126,6 +127,34 @@ func TestRetryNeverTwice(t *testing.T) {
 			}
 			if run.Counts["cancelled"] != 1 || run.Counts["succeeded"] != 1 {
 				t.Errorf("run %s: %v", run.State, run.Counts)
+			}
+		})
+	})
+}
+
+func TestPlanBounded(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		b := newBench(t, dialect, retries.Config{PlanFor: 300 * time.Millisecond})
+		for _, id := range []string{"p0", "p1", "p2", "p3", "p4", "p5"} {
+			b.entry(t, id, "failed")
+		}
+		b.n8n.mu.Lock()
+		b.n8n.slow = make(chan struct{}) // n8n does not answer
+		b.n8n.mu.Unlock()
+		t.Run("a preview that runs out of time says so", func(t *testing.T) {
+			_, err := b.r.Plan(ctx, retries.Filter{Source: "shop"})
+			if rf := refusal(t, err, retries.ReasonTimeout); rf != nil && !strings.Contains(rf.Message, "ran out of time") {
+				t.Errorf("a preview n8n does not answer: %v", err)
+			}
+		})
+		t.Run("a run whose plan ran out starts nothing", func(t *testing.T) {
+			_, err := b.r.Start(ctx, retries.Filter{Source: "shop"}, bob)
+			if rf := refusal(t, err, retries.ReasonTimeout); rf != nil && rf.Code() != audit.CodeUnavailable {
+				t.Errorf("a run n8n does not answer: %v", err)
+			}
+			if runs, err := b.r.List(ctx, 10); err != nil || len(runs) != 0 {
+				t.Errorf("runs: %v %v", runs, err)
 			}
 		})
 	})

@@ -3,6 +3,8 @@ package retries
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
@@ -106,14 +108,51 @@ func (r *Retrier) Plan(ctx context.Context, f Filter) (Plan, error) {
 			}
 		}
 	}
+	// n8n is asked about each entry, a few at a time, within PlanFor: a
+	// preview that runs out says so and a run is not started from it.
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PlanFor)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		next  = make(chan int)
+		errs  = make([]error, len(p.Entries))
+		asked atomic.Int64
+	)
+	for range planWorkers {
+		wg.Go(func() {
+			for i := range next {
+				e := &p.Entries[i]
+				t, err := r.check(pctx, audit.EntryKey{Source: e.Source, EventID: e.EventID, Item: e.Item}, e.Version, 0)
+				e.Status, e.Version, e.ExecutionID, errs[i] = t.status, t.version, t.executionID, err
+				asked.Add(1)
+			}
+		})
+	}
+feed:
+	for i := range p.Entries {
+		if p.Entries[i].Reason != "" {
+			continue
+		}
+		select {
+		case next <- i:
+		case <-pctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if pctx.Err() != nil && ctx.Err() == nil {
+		return p, &Refusal{Reason: ReasonTimeout, Message: fmt.Sprintf("the preview ran out of time (%s) asking n8n "+
+			"about %d entries (%d answered): n8n is slow or unreachable; narrow the filter or try again; nothing was "+
+			"started", r.cfg.PlanFor, len(p.Entries), asked.Load())}
+	}
 	for i := range p.Entries {
 		e := &p.Entries[i]
 		if e.Reason != "" {
 			p.Skipped[e.Reason]++
 			continue
 		}
-		t, err := r.check(ctx, audit.EntryKey{Source: e.Source, EventID: e.EventID, Item: e.Item}, e.Version, 0)
-		e.Status, e.Version, e.ExecutionID = t.status, t.version, t.executionID
+		err := errs[i]
 		if rf, ok := err.(*Refusal); ok {
 			e.Reason, e.Message = rf.Reason, rf.Message
 			if rf.Reason == ReasonNotFailed {
@@ -130,6 +169,9 @@ func (r *Retrier) Plan(ctx context.Context, f Filter) (Plan, error) {
 	}
 	return p, nil
 }
+
+// planWorkers is how many entries a preview asks n8n about at once.
+const planWorkers = 4
 
 // candidates are the events a filter names, or selects (not done), and
 // the count of the done ones it selects.

@@ -46,8 +46,11 @@ type Config struct {
 	// PendingFor is how long a retry n8n did not answer stays pending
 	// (refusing another) unless the entry moved: 10 minutes by default.
 	PendingFor time.Duration
-	Log        *slog.Logger
-	Now        func() time.Time
+	// PlanFor bounds a preview's (and a run's plan's) questions to n8n:
+	// 30 seconds by default.
+	PlanFor time.Duration
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Retrier sends retries and runs bulk runs.
@@ -65,6 +68,7 @@ func New(cfg Config) *Retrier {
 	cfg.Rate = cmp.Or(cfg.Rate, 30)
 	cfg.InFlight = cmp.Or(cfg.InFlight, 2)
 	cfg.PendingFor = cmp.Or(cfg.PendingFor, 10*time.Minute)
+	cfg.PlanFor = cmp.Or(cfg.PlanFor, 30*time.Second)
 	cfg.Owner = cmp.Or(cfg.Owner, "retryaudit")
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -115,7 +119,8 @@ const (
 	ReasonNoFailed  = "no_failed_execution"
 	ReasonPruned    = "pruned"
 	ReasonNoAPI     = "n8n_unavailable"
-	ReasonNotFailed = "not_failed" // processing, done or cancelled: the status says which
+	ReasonTimeout   = "n8n_timeout" // a preview ran out of time asking n8n
+	ReasonNotFailed = "not_failed"  // processing, done or cancelled: the status says which
 )
 
 func (e *Refusal) Error() string { return "retries: " + e.Message }
@@ -127,7 +132,7 @@ func (e *Refusal) Code() audit.Code {
 		return audit.CodeNotFound
 	case ReasonItems:
 		return audit.CodeInvalid
-	case ReasonNoAPI:
+	case ReasonNoAPI, ReasonTimeout:
 		return audit.CodeUnavailable
 	}
 	return audit.CodeConflict
