@@ -78,6 +78,8 @@ func retryNotice(state, id string) string {
 		return "n8n's retry " + id + " failed again: look at its error below."
 	case "no_answer":
 		return "The retry was sent; n8n did not answer in time. Its report will settle the entry."
+	case "sending":
+		return "The retry was sent to n8n, waiting for its report: n8n is still running it. Its report will settle the entry."
 	case "refused":
 		return "n8n refused the retry: see the history below."
 	}

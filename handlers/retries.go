@@ -179,6 +179,10 @@ func (h *Handler) retryEvent(c *gin.Context) {
 		h.retryFail(c, err)
 		return
 	}
+	if res.State == "sending" { // n8n still runs it: its report settles the entry
+		c.JSON(http.StatusAccepted, gin.H{"result": res})
+		return
+	}
 	c.JSON(http.StatusOK, gin.H{"result": res})
 }
 

@@ -159,3 +159,33 @@ func TestPlanBounded(t *testing.T) {
 		})
 	})
 }
+
+func TestOneAnswersWithinTheWriteTimeout(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		b := newBench(t, dialect, retries.Config{AnswerWithin: 100 * time.Millisecond})
+		b.entry(t, "w0", "failed")
+		b.n8n.onRetry = b.reportAs(t, "shop", "w0")
+		b.n8n.hold = make(chan struct{}) // n8n's Retry runs long
+		t.Cleanup(b.n8n.release)
+		res, err := b.r.One(ctx, key("w0"), b.version(t, "w0"), bob)
+		if err != nil || res.State != "sending" || !strings.Contains(res.Message, "waiting for its report") {
+			t.Fatalf("a slow retry: %+v %v", res, err)
+		}
+		// The send goes on (its Retry has reported done already): another
+		// is refused.
+		_, err = b.r.One(ctx, key("w0"), b.version(t, "w0"), retries.Who{Name: "carol", Via: "page"})
+		refusal(t, err, retries.ReasonNotFailed)
+		b.n8n.release()
+		deadline := time.Now().Add(30 * time.Second)
+		for b.event(t, "w0").Status != "done" {
+			if time.Now().After(deadline) {
+				t.Fatalf("the Retry's report did not settle w0")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := b.n8n.totalRetries(); n != 1 {
+			t.Errorf("n8n was asked %d times, want once", n)
+		}
+	})
+}

@@ -49,8 +49,12 @@ type Config struct {
 	// PlanFor bounds a preview's (and a run's plan's) questions to n8n:
 	// 30 seconds by default.
 	PlanFor time.Duration
-	Log     *slog.Logger
-	Now     func() time.Time
+	// AnswerWithin is how long a single retry waits for n8n's answer before
+	// it answers "sent, waiting for its report": 45 seconds by default,
+	// below the server's write timeout (60 s).
+	AnswerWithin time.Duration
+	Log          *slog.Logger
+	Now          func() time.Time
 }
 
 // Retrier sends retries and runs bulk runs.
@@ -69,6 +73,7 @@ func New(cfg Config) *Retrier {
 	cfg.InFlight = cmp.Or(cfg.InFlight, 2)
 	cfg.PendingFor = cmp.Or(cfg.PendingFor, 10*time.Minute)
 	cfg.PlanFor = cmp.Or(cfg.PlanFor, 30*time.Second)
+	cfg.AnswerWithin = cmp.Or(cfg.AnswerWithin, 45*time.Second)
 	cfg.Owner = cmp.Or(cfg.Owner, "retryaudit")
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -142,15 +147,42 @@ func (e *Refusal) Code() audit.Code {
 // by the entry's version the person saw: the entry must be failed, as seen,
 // with no retry waiting for its outcome, and n8n must still have the failed
 // execution. The request is written in the ledger first, then n8n is asked;
-// One returns once n8n's Retry has finished (or n8n did not answer in
-// time). A refusal is a *Refusal; nothing was sent.
+// One returns once n8n's Retry has finished, or n8n did not answer in time,
+// or after AnswerWithin with the state "sending" (the send goes on). A
+// refusal is a *Refusal; nothing was sent.
 func (r *Retrier) One(ctx context.Context, key audit.EntryKey, version int64, who Who) (Result, error) {
 	if err := (audit.RetryRequest{Source: key.Source, EventID: key.EventID, Item: key.Item, Version: version,
 		Actor: who.Name, Via: who.Via, ExecutionID: "x"}).Validate(); err != nil {
 		return Result{}, err
 	}
-	// The person waits for n8n's answer: a closed page does not cut it.
-	return r.send(ctx, context.WithoutCancel(ctx), key, version, who, 0, 0)
+	it, err := r.prepare(ctx, key, version, who, 0, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	// The person waits for n8n's answer, up to AnswerWithin (a closed page
+	// does not cut it); then the send goes on in the background, its
+	// answer recorded as a run's is.
+	done := make(chan error, 1)
+	var res Result
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		var err error
+		res, err = r.ask(ctx, context.WithoutCancel(ctx), it)
+		if err != nil {
+			r.cfg.Log.Error("record a retry's answer", "source", key.Source, "event_id", key.EventID, "err", err)
+		}
+		done <- err
+	}()
+	t := time.NewTimer(r.cfg.AnswerWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return res, err
+	case <-t.C:
+		return Result{EntryKey: key, State: "sending", ExecutionID: it.ExecutionID,
+			Message: "sent to n8n, waiting for its report: n8n has not answered yet; the Retry's report settles the entry"}, nil
+	}
 }
 
 // target is what a check found: the entry's version and the execution to
@@ -301,14 +333,14 @@ func (r *Retrier) pending(ctx context.Context, key audit.EntryKey, version, self
 // taken over first; the item is settled already.
 var errNotSent = errors.New("retries: the run stopped before the item was sent")
 
-// send checks an entry, records the retry as pending (refused when another
-// is), writes the request in the ledger and asks n8n, waiting for its answer
-// as long as wait lasts (and RetryTimeout); run and itemID are the run and
-// its item being sent (0: a single retry).
-func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version int64, who Who, run, itemID int64) (Result, error) {
+// prepare checks an entry, records the retry as pending (refused when
+// another is) and writes the request in the ledger: the item is ready for
+// n8n (ask). run and itemID are the run and its item being sent (0: a
+// single retry).
+func (r *Retrier) prepare(ctx context.Context, key audit.EntryKey, version int64, who Who, run, itemID int64) (item, error) {
 	t, err := r.check(ctx, key, version, itemID)
 	if err != nil {
-		return Result{}, err
+		return item{}, err
 	}
 	now := r.cfg.Now()
 	it := item{ID: itemID, Source: key.Source, EventID: key.EventID, Item: key.Item, Version: t.version + 1,
@@ -317,7 +349,7 @@ func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version in
 	// The item is pending before the ledger line is written, so that a
 	// retry checked in between finds it.
 	if err := r.claim(ctx, &it, now); err != nil {
-		return Result{}, err
+		return item{}, err
 	}
 	err = r.cfg.Store.Retry(ctx, audit.RetryRequest{Source: key.Source, EventID: key.EventID, Item: key.Item,
 		Version: t.version, Actor: who.Name, Via: who.Via, ExecutionID: t.executionID, Run: run})
@@ -329,24 +361,24 @@ func (r *Retrier) send(ctx, wait context.Context, key audit.EntryKey, version in
 		}
 		var ae *audit.Error
 		if errors.As(err, &ae) && ae.Code == audit.CodeConflict {
-			return Result{}, &Refusal{Reason: ReasonChanged, Status: ae.Status, Message: ae.Message}
+			return item{}, &Refusal{Reason: ReasonChanged, Status: ae.Status, Message: ae.Message}
 		}
-		return Result{}, err
+		return item{}, err
 	}
 	if itemID != 0 {
 		// The last word before n8n: the run still runs here.
 		n, err := r.db.exec(ctx, itemConfirm, r.itemArg(it, now))
 		if err != nil {
-			return Result{}, err
+			return item{}, err
 		}
 		if n == 0 {
 			r.unsent(ctx, it)
-			return Result{}, errNotSent
+			return item{}, errNotSent
 		}
 	}
 	r.cfg.Log.Info("retry sent to n8n", "source", key.Source, "event_id", key.EventID, "item", key.Item,
 		"execution_id", t.executionID, "by", who.Name, "via", who.Via)
-	return r.ask(ctx, wait, it)
+	return it, nil
 }
 
 // claim records a retry as pending: a single retry's row inserted, a run's

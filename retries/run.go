@@ -374,8 +374,15 @@ func (r *Retrier) sendItem(ctx context.Context, it item, who Who) {
 	key := audit.EntryKey{Source: it.Source, EventID: it.EventID, Item: it.Item}
 	// At shutdown the wait for n8n ends: the item is recorded not answered
 	// (the Retry's report still settles the entry) and never sent again.
-	_, err := r.send(ctx, ctx, key, it.Version, who, it.RunID.Int64, it.ID)
-	if err == nil || errors.Is(err, errNotSent) {
+	sent, err := r.prepare(ctx, key, it.Version, who, it.RunID.Int64, it.ID)
+	if err == nil {
+		_, err = r.ask(ctx, ctx, sent)
+		if err != nil {
+			r.cfg.Log.Error("record a bulk retry's answer", "run", it.RunID.Int64, "err", err)
+		}
+		return
+	}
+	if errors.Is(err, errNotSent) {
 		return
 	}
 	it.State, it.Reason, it.UpdatedAt = "refused", err.Error(), r.cfg.Now().UnixMilli()
