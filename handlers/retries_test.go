@@ -117,7 +117,9 @@ func newRetryServer(t *testing.T, dialect string, edit ...func(*handlers.Config,
 	cfg.Store = audittest.Open(t, dialect, opts)
 	f.store = cfg.Store
 	cfg.Retrier = retries.New(retries.Config{Store: cfg.Store, N8N: client, Rate: 6000, InFlight: 2})
-	return startServer(t, cfg), f
+	s := startServer(t, cfg)
+	t.Cleanup(cfg.Retrier.Close) // no run outlives its test
+	return s, f
 }
 
 // failed makes a failed entry (its holder reported failed; n8n failed the

@@ -63,8 +63,9 @@ type Retrier struct {
 	db   db
 	wg   sync.WaitGroup
 	mu   sync.Mutex
-	runs map[int64]bool // the runs this instance is running
-	base context.Context
+	runs map[int64]bool  // the runs this instance is running
+	base context.Context // the runs' context: ended by Close, or Watch's end
+	stop context.CancelFunc
 }
 
 // New returns a Retrier; Start runs (and adopts) bulk runs.
@@ -81,7 +82,16 @@ func New(cfg Config) *Retrier {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Retrier{cfg: cfg, db: db{cfg.Store.DB()}, runs: map[int64]bool{}, base: context.Background()}
+	base, stop := context.WithCancel(context.Background())
+	return &Retrier{cfg: cfg, db: db{cfg.Store.DB()}, runs: map[int64]bool{}, base: base, stop: stop}
+}
+
+// Close stops the runs this instance runs (their retries in flight are
+// recorded not answered; another instance resumes the rest) and waits for
+// them and for the single retries still waiting for n8n.
+func (r *Retrier) Close() {
+	r.stop()
+	r.wg.Wait()
 }
 
 // Rate and InFlight are the bulk runs' settings.

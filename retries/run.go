@@ -233,9 +233,8 @@ const (
 // Watch resumes left runs now and every 30 seconds until ctx ends, then
 // waits for the runs it started to stop.
 func (r *Retrier) Watch(ctx context.Context) {
-	r.mu.Lock()
-	r.base = ctx
-	r.mu.Unlock()
+	// The runs live until ctx ends, those started before Watch too.
+	defer context.AfterFunc(ctx, r.stop)()
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	for {
@@ -244,6 +243,7 @@ func (r *Retrier) Watch(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			r.stop()
 			r.wg.Wait()
 			return
 		case <-t.C:
