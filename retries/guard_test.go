@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/retries"
@@ -186,6 +187,34 @@ func TestOneAnswersWithinTheWriteTimeout(t *testing.T) {
 		}
 		if n := b.n8n.totalRetries(); n != 1 {
 			t.Errorf("n8n was asked %d times, want once", n)
+		}
+	})
+}
+
+func TestOneRecordedPendingBeforeItsLedgerLine(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		b := newBench(t, dialect, retries.Config{})
+		holder, v := b.entry(t, "g0", "failed")
+		// Another retry of g0 is recorded pending and is about to write its
+		// ledger line (version v+1): a retry checked now, at v, is refused.
+		db := b.st.DB()
+		q, args, err := sqlx.Named(`INSERT INTO retry_items (source, event_id, item, version, execution_id, state, actor,
+			via, sent_at, updated_at) VALUES ('shop', 'g0', '', :version, :execution_id, 'sending', 'ann', 'page', :now, :now)`,
+			map[string]any{"version": v + 1, "execution_id": holder, "now": time.Now().UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, db.Rebind(q), args...); err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.r.One(ctx, key("g0"), v, bob)
+		refusal(t, err, retries.ReasonPending)
+		if n := b.n8n.totalRetries(); n != 0 {
+			t.Errorf("n8n was asked %d times, want none", n)
+		}
+		if got := b.version(t, "g0"); got != v {
+			t.Errorf("the refused retry wrote the ledger: version %d, want %d", got, v)
 		}
 	})
 }
