@@ -8,7 +8,9 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
@@ -23,6 +25,12 @@ import (
 // fake CRM: ids starting with "found" are found as CRM-123, others not.
 func lookupServer(t *testing.T, dialect string) *server {
 	t.Helper()
+	return lookupServerAt(t, dialect, time.Now)
+}
+
+// lookupServerAt is lookupServer with the handlers' clock now.
+func lookupServerAt(t *testing.T, dialect string, now func() time.Time) *server {
+	t.Helper()
 	crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Query().Get("external_id"), "found") {
 			w.Write([]byte(`{"orders":[{"number":"CRM-123"}]}`))
@@ -31,7 +39,7 @@ func lookupServer(t *testing.T, dialect string) *server {
 		w.Write([]byte(`{"orders":[]}`))
 	}))
 	t.Cleanup(crm.Close)
-	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(),
+	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), Now: now,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	withUI(&cfg, nil)
 	cfg.Store = audittest.Open(t, dialect, store.Options{Metrics: cfg.Metrics})
@@ -195,6 +203,28 @@ func TestLookupPage(t *testing.T) {
 				t.Errorf("the page still offers the old lookup's resolution")
 			}
 		})
+	})
+}
+
+func TestLookupOfferedWhileFresh(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		var later atomic.Int64
+		s := lookupServerAt(t, dialect, func() time.Time { return time.Now().Add(time.Duration(later.Load())) })
+		alice := "alice:" + alicePassword
+		s.claim(t, claimBody("shop", "gone-1", "1"))
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "gone-1", "outcome": "unknown", "execution_id": "1"})
+		s.pageWith(t, "POST", "/events/shop/gone-1/lookup", alice, url.Values{}, sameSite)
+		if _, page := s.page(t, "GET", "/events/shop/gone-1", alice, nil); !strings.Contains(page, "Not found → mark failed") {
+			t.Fatalf("a fresh lookup is not offered:\n%s", page)
+		}
+		later.Store(int64(16 * time.Minute))
+		_, page := s.page(t, "GET", "/events/shop/gone-1", alice, nil)
+		if strings.Contains(page, "Not found → mark failed") || !strings.Contains(page, "over 15 minutes old") {
+			t.Fatalf("a lookup of 16 minutes ago is offered:\n%s", page)
+		}
+		if !strings.Contains(page, "<strong>Not found</strong>") {
+			t.Errorf("its answer is not shown")
+		}
 	})
 }
 
