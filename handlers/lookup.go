@@ -39,7 +39,9 @@ func lookupKey(c *gin.Context) (string, string) {
 }
 
 // postEventAPI answers POST /v1/events/{source}/{event_id}/lookup: the
-// CRM lookup of an event for the person the body names.
+// CRM lookup of an event for the person signed in (apiPerson), as the
+// retry beside it. A body's actor, if given, must be that
+// person: the history never records a name the request only claims.
 func (h *Handler) postEventAPI(c *gin.Context) {
 	if !isLookup(c) {
 		h.notFound(c)
@@ -59,12 +61,14 @@ func (h *Handler) postEventAPI(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	if strings.TrimSpace(actor) == "" {
-		h.fail(c, audit.FieldErrors{"actor": "required: the name of the person asking"}.Err())
+	user := c.GetString(ctxUser)
+	if actor != "" && actor != user {
+		h.fail(c, audit.FieldErrors{"actor": "the person signed in (" + user + ") is recorded, not another name: " +
+			"leave actor out"}.Err())
 		return
 	}
 	res, err := h.cfg.Lookups.RunItem(c.Request.Context(), audit.EventKey{Source: source, EventID: eventID}, item,
-		people.Who{Name: actor, Via: audit.ViaAPI})
+		people.Who{Name: user, Via: audit.ViaAPI})
 	if err != nil {
 		h.fail(c, err)
 		return
