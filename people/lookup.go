@@ -115,7 +115,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 		}
 	}
 	rec := audit.LookupRecord{Source: key.Source, EventID: key.EventID, Item: item, Actor: who.Name,
-		Via: who.Via, Result: audit.LookupError}
+		Via: who.Via, Result: audit.LookupError, Version: version}
 	if err := rec.Validate(); err != nil { // before the CRM hears of it
 		return Result{}, err
 	}
@@ -123,7 +123,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 		"idempotency_key": audit.IdempotencyKey(key.Source, key.EventID, item)}
 	rec.Result, rec.CRMRef, rec.Message = l.ask(ctx, cfg, vals)
 	rec = rec.Stored(l.red)
-	if err := l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
+	if rec, err = l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
 		return Result{}, err
 	}
 	return l.result(rec, l.now(), version), nil

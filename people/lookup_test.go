@@ -167,6 +167,32 @@ func TestLookup(t *testing.T) {
 				t.Fatalf("%+v %v", res, err)
 			}
 		})
+		t.Run("an entry that moves while the CRM answers: an error, never its not found", func(t *testing.T) {
+			claim(t, st, "moving")
+			crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// The holder reports meanwhile (it may have made the order).
+				if _, err := st.ReportOutcome(r.Context(), audit.OutcomeRequest{Source: "shop", EventID: "moving",
+					Outcome: audit.OutcomeUnknown, ExecutionID: "1", WorkflowID: "wf"}); err != nil {
+					t.Error(err)
+				}
+				w.Write([]byte(`{"data":[]}`))
+			}))
+			t.Cleanup(crm.Close)
+			moving, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+				URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := audit.EventKey{Source: "shop", EventID: "moving"}
+			res, err := moving.Run(ctx, key, who)
+			if err != nil || res.Outcome != audit.LookupError || !strings.Contains(res.Message, "changed while the CRM was asked") {
+				t.Fatalf("%+v %v", res, err)
+			}
+			latest, _, err := moving.Latest(ctx, key, "")
+			if err != nil || latest.Outcome != audit.LookupError || latest.Message != res.Message {
+				t.Fatalf("recorded %+v %v", latest, err)
+			}
+		})
 		t.Run("an unknown event is not looked up", func(t *testing.T) {
 			_, err := l.Run(ctx, audit.EventKey{Source: "shop", EventID: "nope"}, who)
 			if audit.ErrorCode(err) != audit.CodeNotFound {
