@@ -187,8 +187,8 @@ func (h *Handler) Register(r gin.IRouter) {
 	// A person's acts and reads of who did what take a person's sign-in,
 	// never n8n's token: …/lookup and …/retry (recorded as the person
 	// signed in), the audit log (it names people and their addresses).
-	r.POST("/v1/events/:source/*event_id", h.apiPerson, h.bodyBudget(64<<10), h.eventAct)
-	r.GET("/v1/audit-log", h.apiPerson, h.apiTimeout, h.auditLogAPI)
+	r.POST("/v1/events/:source/*event_id", h.noteRefusedAPI, h.apiPerson, h.bodyBudget(64<<10), h.eventAct)
+	r.GET("/v1/audit-log", h.noteRefusedAPI, h.apiPerson, h.apiTimeout, h.auditLogAPI)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 	if h.cfg.SlackInteractions != nil {
 		r.POST("/slack/interactions", gin.WrapH(h.cfg.SlackInteractions))

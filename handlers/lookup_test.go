@@ -310,6 +310,15 @@ func TestAuditLog(t *testing.T) {
 			if code, out := s.call(t, "GET", "/v1/audit-log", nil); code != 401 || out["entries"] != nil {
 				t.Fatalf("%d %v", code, out)
 			}
+			eve := "Basic " + base64.StdEncoding.EncodeToString([]byte("eve:guess"))
+			if code, _ := s.callAs(t, eve, "GET", "/v1/audit-log", nil); code != 401 {
+				t.Fatalf("a wrong password: %d", code)
+			}
+			_, out := s.callAs(t, aliceAuth, "GET", "/v1/audit-log?actor=eve", nil)
+			if e, _ := out["entries"].([]any); len(e) != 1 || e[0].(map[string]any)["action"] != "signin:refused" ||
+				e[0].(map[string]any)["via"] != "api" {
+				t.Errorf("the refused sign-in on the API is not in the log: %v", out)
+			}
 		})
 		t.Run("the page's CSV link works for the person signed in", func(t *testing.T) {
 			_, body := s.page(t, "GET", "/audit-log?actor=alice", alice, nil)
