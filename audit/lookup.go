@@ -1,5 +1,7 @@
 package audit
 
+import "fmt"
+
 // The answers of a CRM lookup, a lookup line's Decision.
 const (
 	LookupFound    = "found"
@@ -27,6 +29,11 @@ type LookupRecord struct {
 	Result  string // found, not_found or error
 	CRMRef  string // the order's reference, when found
 	Message string // what the CRM answered, in words (the error, a cut answer)
+	// Version is the entry's version before the CRM was asked (0: not
+	// fenced). An entry that moved while the CRM answered is recorded as
+	// an error: the answer may predate the change (an order the holder
+	// made meanwhile), and a "not found" steers a person to a retry.
+	Version int64
 }
 
 // Validate checks every field and names each bad one.
@@ -60,13 +67,20 @@ func (r LookupRecord) Stored(red Redactor) LookupRecord {
 }
 
 // Lookup writes a person's CRM lookup in the entry's history. It is not a
-// transition: the entry, its version and its holder stay as they are.
-func (d *Decider) Lookup(r LookupRecord) error {
+// transition: the entry, its version and its holder stay as they are. An
+// entry that moved since r.Version turns r into an error, written and
+// left in r for the caller to answer with.
+func (d *Decider) Lookup(r *LookupRecord) error {
 	e := d.snap.Entries[EntryKey{Source: r.Source, EventID: r.EventID, Item: r.Item}]
 	if !exists(e) {
 		return Errorf(CodeNotFound, "no event %s/%s", r.Source, r.EventID)
 	}
 	row := d.decide(e, ActLookup, WhoPerson)
+	if r.Version != 0 && e.Version != r.Version {
+		r.Result, r.CRMRef = LookupError, ""
+		r.Message = Truncate(fmt.Sprintf("the entry changed while the CRM was asked (version %d, now %d): "+
+			"its answer may predate the change; look it up again", r.Version, e.Version), MaxTextLen)
+	}
 	d.line(e, HistoryLine{Kind: row.Line, ExecutionID: e.Holder, Decision: r.Result, Delivery: r.Via, Actor: r.Actor,
 		Message: r.Message, CRMRef: r.CRMRef})
 	return nil

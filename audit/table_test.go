@@ -163,7 +163,7 @@ func act(d *Decider, a Act, w Who) Answer {
 			Message: "boom"}, nil)
 		return AnsRecorded
 	case ActLookup:
-		if err := d.Lookup(LookupRecord{Source: "shop", EventID: "e1", Actor: "bob", Via: ViaPage, Result: LookupFound,
+		if err := d.Lookup(&LookupRecord{Source: "shop", EventID: "e1", Actor: "bob", Via: ViaPage, Result: LookupFound,
 			CRMRef: "CRM-1"}); err != nil {
 			return Answer("error: " + err.Error())
 		}

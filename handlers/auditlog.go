@@ -79,15 +79,7 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 		return
 	}
 	if format == "csv" {
-		if page.Next != "" {
-			c.Header("X-Next-Cursor", page.Next)
-		}
-		c.Header("Content-Disposition", `attachment; filename="retryaudit-audit-log.csv"`)
-		c.Status(http.StatusOK)
-		c.Header("Content-Type", "text/csv; charset=utf-8")
-		if err := people.WriteCSV(c.Writer, page.Entries); err != nil {
-			h.log.Warn("write the audit log's CSV", "err", err)
-		}
+		h.auditLogCSV(c, page)
 		return
 	}
 	out := struct {
@@ -104,26 +96,50 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
+// auditLogCSV answers a page of the audit log as CSV, the next page's
+// cursor in X-Next-Cursor.
+func (h *Handler) auditLogCSV(c *gin.Context, page people.LogPage) {
+	if page.Next != "" {
+		c.Header("X-Next-Cursor", page.Next)
+	}
+	c.Header("Content-Disposition", `attachment; filename="retryaudit-audit-log.csv"`)
+	c.Header("Content-Type", "text/csv; charset=utf-8")
+	c.Status(http.StatusOK)
+	if err := people.WriteCSV(c.Writer, page.Entries); err != nil {
+		h.log.Warn("write the audit log's CSV", "err", err)
+	}
+}
+
 type auditLogData struct {
 	Filter  people.LogFilter
 	From    string // the filter's times as the form shows them
 	Until   string
 	Entries []people.LogEntry
 	Next    string // the next page's query string
-	CSV     string // this filter as CSV, from the API (needs the token)
+	CSV     string // this page as CSV: the same filters and cursor
 	Actions []string
 }
 
-// auditLogPage is the log of who did what, with filters, paged.
+// auditLogPage is the log of who did what, with filters, paged; with
+// ?format=csv, the same page as CSV, for the person signed in to the pages.
 func (h *Handler) auditLogPage(c *gin.Context) {
 	f, err := logFilter(c)
 	if err != nil {
 		h.pageFail(c, err)
 		return
 	}
+	csv := c.Query("format") == "csv"
+	if !csv && c.Query("format") != "" {
+		h.pageFail(c, audit.FieldErrors{"format": "must be csv, or left out for the page"}.Err())
+		return
+	}
 	page, err := people.Read(c.Request.Context(), h.store, f)
 	if err != nil {
 		h.pageFail(c, err)
+		return
+	}
+	if csv {
+		h.auditLogCSV(c, page)
 		return
 	}
 	d := auditLogData{Filter: f, Entries: page.Entries, Actions: []string{"resolution", "lookup", "retry",
@@ -140,8 +156,7 @@ func (h *Handler) auditLogPage(c *gin.Context) {
 		d.Next = "/audit-log?" + q.Encode()
 	}
 	q := c.Request.URL.Query()
-	q.Del("cursor")
 	q.Set("format", "csv")
-	d.CSV = "/v1/audit-log?" + q.Encode()
+	d.CSV = "/audit-log?" + q.Encode()
 	h.render(c, http.StatusOK, "auditlog", view{Title: "Audit log", Nav: "auditlog", Data: d})
 }

@@ -193,7 +193,7 @@ func (h *Handler) requireUser(c *gin.Context) {
 		if h.cfg.UI.TrustHeader == "" {
 			c.Header("WWW-Authenticate", `Basic realm="retryaudit", charset="UTF-8"`)
 			if name, _, ok := c.Request.BasicAuth(); ok {
-				h.noteRefused(c, name)
+				h.noteRefused(c, name, audit.ViaPage)
 			}
 		}
 		h.pageError(c, http.StatusUnauthorized, "Sign in", "Sign in to read the audit pages.")
@@ -227,16 +227,29 @@ func (h *Handler) checkCSRF(c *gin.Context) bool {
 // browser's first request, with no credentials, is not one) in the log of
 // who did what. The per-address and per-name limits bound how many reach
 // here; a log that cannot be written does not change the answer.
-func (h *Handler) noteRefused(c *gin.Context, name string) {
+func (h *Handler) noteRefused(c *gin.Context, name, via string) {
 	if h.store == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Second)
 	defer cancel()
-	err := people.Note(ctx, h.store, people.Action{Actor: audit.Truncate(name, 100), Via: audit.ViaPage,
+	err := people.Note(ctx, h.store, people.Action{Actor: audit.Truncate(name, 100), Via: via,
 		Action: people.ActionSignInRefused, Detail: "wrong name or password from " +
 			clientAddr(c.Request, h.cfg.UI.TrustedProxies)})
 	if err != nil {
 		h.log.Warn("log a refused sign-in", "err", err)
+	}
+}
+
+// noteRefusedAPI writes a person's sign-in that apiPerson refused (a
+// name with a wrong password) in the audit log, as the pages' requireUser
+// does: guessing on the API is as visible as on the pages.
+func (h *Handler) noteRefusedAPI(c *gin.Context) {
+	c.Next()
+	if c.Writer.Status() != http.StatusUnauthorized || c.GetString(ctxUser) != "" || h.cfg.UI.TrustHeader != "" {
+		return
+	}
+	if name, _, ok := c.Request.BasicAuth(); ok {
+		h.noteRefused(c, name, audit.ViaAPI)
 	}
 }

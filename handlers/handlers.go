@@ -182,11 +182,13 @@ func (h *Handler) Register(r gin.IRouter) {
 	v1.POST("/outcomes", h.bodyBudget(h.cfg.MaxBody), h.outcome)
 	v1.GET("/events", h.listEvents)
 	v1.GET("/events/:source/*event_id", h.getEvent)
-	v1.GET("/audit-log", h.auditLogAPI)
 	v1.POST("/n8n/errors", h.bodyBudget(h.cfg.MaxErrorBody), h.n8nError)
 	v1.GET("/stats", h.getStats)
-	// …/lookup takes the /v1 token, …/retry a person's sign-in (eventActAuth).
-	r.POST("/v1/events/:source/*event_id", h.eventActAuth, h.bodyBudget(64<<10), h.eventAct)
+	// A person's acts and reads of who did what take a person's sign-in,
+	// never n8n's token: …/lookup and …/retry (recorded as the person
+	// signed in), the audit log (it names people and their addresses).
+	r.POST("/v1/events/:source/*event_id", h.noteRefusedAPI, h.apiPerson, h.bodyBudget(64<<10), h.eventAct)
+	r.GET("/v1/audit-log", h.noteRefusedAPI, h.apiPerson, h.apiTimeout, h.auditLogAPI)
 	r.POST("/v1/n8n/executions", h.hookBearer, h.apiTimeout, h.bodyBudget(h.cfg.MaxBody), h.n8nExecutions)
 	if h.cfg.SlackInteractions != nil {
 		r.POST("/slack/interactions", gin.WrapH(h.cfg.SlackInteractions))

@@ -39,7 +39,9 @@ func lookupKey(c *gin.Context) (string, string) {
 }
 
 // postEventAPI answers POST /v1/events/{source}/{event_id}/lookup: the
-// CRM lookup of an event for the person the body names.
+// CRM lookup of an event for the person signed in (apiPerson), as the
+// retry beside it. A body's actor, if given, must be that
+// person: the history never records a name the request only claims.
 func (h *Handler) postEventAPI(c *gin.Context) {
 	if !isLookup(c) {
 		h.notFound(c)
@@ -59,12 +61,14 @@ func (h *Handler) postEventAPI(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	if strings.TrimSpace(actor) == "" {
-		h.fail(c, audit.FieldErrors{"actor": "required: the name of the person asking"}.Err())
+	user := c.GetString(ctxUser)
+	if actor != "" && actor != user {
+		h.fail(c, audit.FieldErrors{"actor": "the person signed in (" + user + ") is recorded, not another name: " +
+			"leave actor out"}.Err())
 		return
 	}
 	res, err := h.cfg.Lookups.RunItem(c.Request.Context(), audit.EventKey{Source: source, EventID: eventID}, item,
-		people.Who{Name: actor, Via: audit.ViaAPI})
+		people.Who{Name: user, Via: audit.ViaAPI})
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -111,15 +115,21 @@ func (h *Handler) lookupPage(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, audit.Links{}.Event(source, eventID)+"?looked=1#lookup")
 }
 
+// lookupFresh is how long a lookup's answer is offered as a one-click
+// resolution: a CRM's "not found" of an hour ago may be an order that
+// arrived since, and a retry on it a second order.
+const lookupFresh = 15 * time.Minute
+
 // lookupView is the event page's CRM lookup: the button, the newest
 // answer, and the one-click resolutions it offers.
 type lookupView struct {
 	Path   string // the button's form action
 	Result *people.Result
-	// Changed says the entry moved since the lookup: its answer is shown,
-	// not offered as a resolution.
-	Changed bool
-	Resolve *formView // "Found CRM-123 → done", "Not found → failed"
+	// Changed says the entry moved since the lookup, Old that the lookup
+	// is older than lookupFresh: its answer is shown, not offered as a
+	// resolution.
+	Changed, Old bool
+	Resolve      *formView // "Found CRM-123 → done", "Not found → failed"
 }
 
 // lookupData prepares the lookup beside an event's resolve form, and
@@ -151,8 +161,9 @@ func (h *Handler) lookupFor(ctx context.Context, ev audit.Event, resolvable bool
 		return v, err
 	}
 	v.Result = &res
-	v.Changed = res.Version != ev.Version
-	if !resolvable || v.Changed || res.Outcome == audit.LookupError {
+	v.Changed = res.Version != ev.Version || res.At.Before(ev.UpdatedAt)
+	v.Old = !v.Changed && h.cfg.Now().Sub(res.At) > lookupFresh
+	if !resolvable || v.Changed || v.Old || res.Outcome == audit.LookupError {
 		return v, nil
 	}
 	when := res.At.UTC().Format(time.RFC3339)

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/base64"
 	"encoding/csv"
 	"io"
 	"net/http"
@@ -8,7 +9,9 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/audittest"
@@ -23,6 +26,12 @@ import (
 // fake CRM: ids starting with "found" are found as CRM-123, others not.
 func lookupServer(t *testing.T, dialect string) *server {
 	t.Helper()
+	return lookupServerAt(t, dialect, time.Now)
+}
+
+// lookupServerAt is lookupServer with the handlers' clock now.
+func lookupServerAt(t *testing.T, dialect string, now func() time.Time) *server {
+	t.Helper()
 	crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Query().Get("external_id"), "found") {
 			w.Write([]byte(`{"orders":[{"number":"CRM-123"}]}`))
@@ -31,7 +40,7 @@ func lookupServer(t *testing.T, dialect string) *server {
 		w.Write([]byte(`{"orders":[]}`))
 	}))
 	t.Cleanup(crm.Close)
-	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(),
+	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), Now: now,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	withUI(&cfg, nil)
 	cfg.Store = audittest.Open(t, dialect, store.Options{Metrics: cfg.Metrics})
@@ -44,6 +53,9 @@ func lookupServer(t *testing.T, dialect string) *server {
 	return startServer(t, cfg)
 }
 
+// aliceAuth is alice's sign-in to the pages, as an Authorization header.
+var aliceAuth = "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:"+alicePassword))
+
 var (
 	versionRe = regexp.MustCompile(`name="version" value="(\d+)"`)
 	sameSite  = map[string]string{"Sec-Fetch-Site": "same-origin"}
@@ -55,8 +67,9 @@ func TestLookupAPI(t *testing.T) {
 		s.claim(t, claimBody("shop", "found/1", "1"))
 		s.claim(t, claimBody("other", "x", "2"))
 		_, before := s.call(t, "GET", "/v1/events/shop/found%2F1", nil)
-		code, res := s.call(t, "POST", "/v1/events/shop/found%2F1/lookup", map[string]any{"actor": "alice"})
+		code, res := s.callAs(t, aliceAuth, "POST", "/v1/events/shop/found%2F1/lookup", map[string]any{})
 		if code != 200 || res["result"] != "found" || res["crm_ref"] != "CRM-123" || res["via"] != "api" ||
+			res["actor"] != "alice" ||
 			res["crm_url"] != "https://crm.example.com/o?id=found%2F1" {
 			t.Fatalf("%d %v", code, res)
 		}
@@ -74,13 +87,15 @@ func TestLookupAPI(t *testing.T) {
 			code             int
 			field            string
 		}{
-			{"without the token", "", "/v1/events/shop/found%2F1/lookup", map[string]any{"actor": "a"}, 401, ""},
-			{"without a person", "Bearer " + testToken, "/v1/events/shop/found%2F1/lookup", map[string]any{}, 422, "actor"},
-			{"an unknown event", "Bearer " + testToken, "/v1/events/shop/nope/lookup", map[string]any{"actor": "a"}, 404, ""},
-			{"a source without a lookup", "Bearer " + testToken, "/v1/events/other/x/lookup", map[string]any{"actor": "a"}, 422, "source"},
-			{"no /lookup suffix", "Bearer " + testToken, "/v1/events/shop/found%2F1", map[string]any{"actor": "a"}, 404, ""},
-			{"an id ending in an escaped /lookup", "Bearer " + testToken, "/v1/events/shop/found%2Flookup", map[string]any{"actor": "a"}, 404, ""},
-			{"not JSON", "Bearer " + testToken, "/v1/events/shop/found%2F1/lookup", "actor=a", 400, ""},
+			{"without a sign-in", "", "/v1/events/shop/found%2F1/lookup", map[string]any{}, 401, ""},
+			{"with n8n's token: a lookup is a person's", "Bearer " + testToken, "/v1/events/shop/found%2F1/lookup",
+				map[string]any{"actor": "alice"}, 401, ""},
+			{"naming another person", aliceAuth, "/v1/events/shop/found%2F1/lookup", map[string]any{"actor": "bob"}, 422, "actor"},
+			{"an unknown event", aliceAuth, "/v1/events/shop/nope/lookup", map[string]any{}, 404, ""},
+			{"a source without a lookup", aliceAuth, "/v1/events/other/x/lookup", map[string]any{}, 422, "source"},
+			{"no /lookup suffix", aliceAuth, "/v1/events/shop/found%2F1", map[string]any{}, 404, ""},
+			{"an id ending in an escaped /lookup", aliceAuth, "/v1/events/shop/found%2Flookup", map[string]any{}, 404, ""},
+			{"not JSON", aliceAuth, "/v1/events/shop/found%2F1/lookup", "actor=a", 400, ""},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				code, out := s.callAs(t, tc.auth, "POST", tc.path, tc.body)
@@ -198,13 +213,35 @@ func TestLookupPage(t *testing.T) {
 	})
 }
 
+func TestLookupOfferedWhileFresh(t *testing.T) {
+	audittest.Each(t, func(t *testing.T, dialect string) {
+		var later atomic.Int64
+		s := lookupServerAt(t, dialect, func() time.Time { return time.Now().Add(time.Duration(later.Load())) })
+		alice := "alice:" + alicePassword
+		s.claim(t, claimBody("shop", "gone-1", "1"))
+		s.outcome(t, map[string]any{"source": "shop", "event_id": "gone-1", "outcome": "unknown", "execution_id": "1"})
+		s.pageWith(t, "POST", "/events/shop/gone-1/lookup", alice, url.Values{}, sameSite)
+		if _, page := s.page(t, "GET", "/events/shop/gone-1", alice, nil); !strings.Contains(page, "Not found → mark failed") {
+			t.Fatalf("a fresh lookup is not offered:\n%s", page)
+		}
+		later.Store(int64(16 * time.Minute))
+		_, page := s.page(t, "GET", "/events/shop/gone-1", alice, nil)
+		if strings.Contains(page, "Not found → mark failed") || !strings.Contains(page, "over 15 minutes old") {
+			t.Fatalf("a lookup of 16 minutes ago is offered:\n%s", page)
+		}
+		if !strings.Contains(page, "<strong>Not found</strong>") {
+			t.Errorf("its answer is not shown")
+		}
+	})
+}
+
 func TestAuditLog(t *testing.T) {
 	audittest.Each(t, func(t *testing.T, dialect string) {
 		s := lookupServer(t, dialect)
 		alice := "alice:" + alicePassword
 		s.claim(t, claimBody("shop", "found-1", "1"))
 		s.outcome(t, map[string]any{"source": "shop", "event_id": "found-1", "outcome": "unknown", "execution_id": "1"})
-		s.call(t, "POST", "/v1/events/shop/found-1/lookup", map[string]any{"actor": "alice"})
+		s.callAs(t, aliceAuth, "POST", "/v1/events/shop/found-1/lookup", map[string]any{"actor": "alice"})
 		s.pageWith(t, "POST", "/events/shop/found-1", alice, url.Values{"to": {"done"}, "holder": {"1"},
 			"note": {"=HYPERLINK(\"http://evil\")"}}, sameSite)
 		if resp, _ := s.page(t, "GET", "/audit-log", "@mallory:guess", nil); resp.StatusCode != 401 {
@@ -213,7 +250,7 @@ func TestAuditLog(t *testing.T) {
 		s.page(t, "GET", "/audit-log", "", nil) // no credentials: a browser's first request, not logged
 
 		t.Run("JSON lists every person's action, newest first", func(t *testing.T) {
-			code, out := s.call(t, "GET", "/v1/audit-log", nil)
+			code, out := s.callAs(t, aliceAuth, "GET", "/v1/audit-log", nil)
 			if code != 200 {
 				t.Fatalf("%d %v", code, out)
 			}
@@ -228,18 +265,18 @@ func TestAuditLog(t *testing.T) {
 			}
 		})
 		t.Run("filters and bad filters", func(t *testing.T) {
-			_, out := s.call(t, "GET", "/v1/audit-log?action=lookup&actor=alice&source=shop", nil)
+			_, out := s.callAs(t, aliceAuth, "GET", "/v1/audit-log?action=lookup&actor=alice&source=shop", nil)
 			if n := len(out["entries"].([]any)); n != 1 {
 				t.Errorf("%d entries, want 1", n)
 			}
 			for _, q := range []string{"from=yesterday", "limit=0", "action=DROP", "cursor=zz", "format=xml"} {
-				if code, _ := s.call(t, "GET", "/v1/audit-log?"+q, nil); code != 422 {
+				if code, _ := s.callAs(t, aliceAuth, "GET", "/v1/audit-log?"+q, nil); code != 422 {
 					t.Errorf("%s: %d, want 422", q, code)
 				}
 			}
-			_, out = s.call(t, "GET", "/v1/audit-log?limit=1", nil)
+			_, out = s.callAs(t, aliceAuth, "GET", "/v1/audit-log?limit=1", nil)
 			next, _ := out["next_cursor"].(string)
-			_, out = s.call(t, "GET", "/v1/audit-log?limit=5&cursor="+url.QueryEscape(next), nil)
+			_, out = s.callAs(t, aliceAuth, "GET", "/v1/audit-log?limit=5&cursor="+url.QueryEscape(next), nil)
 			if n := len(out["entries"].([]any)); next == "" || n != 2 {
 				t.Errorf("the next page has %d entries (cursor %q)", n, next)
 			}
@@ -247,7 +284,7 @@ func TestAuditLog(t *testing.T) {
 		t.Run("CSV, by format or Accept, with no cell a formula", func(t *testing.T) {
 			for _, h := range []map[string]string{{"format": "csv"}, {"accept": "text/csv"}} {
 				req, _ := http.NewRequest("GET", s.URL+"/v1/audit-log?format="+h["format"], nil)
-				req.Header.Set("Authorization", "Bearer "+testToken)
+				req.Header.Set("Authorization", aliceAuth)
 				if h["accept"] != "" {
 					req.Header.Set("Accept", h["accept"])
 				}
@@ -267,6 +304,39 @@ func TestAuditLog(t *testing.T) {
 				if rows[1][1] != "'@mallory" || !strings.HasPrefix(rows[2][8], "'=HYPERLINK") {
 					t.Errorf("formula cells: %q %q", rows[1][1], rows[2][8])
 				}
+			}
+		})
+		t.Run("the API is a person's: n8n's token is refused", func(t *testing.T) {
+			if code, out := s.call(t, "GET", "/v1/audit-log", nil); code != 401 || out["entries"] != nil {
+				t.Fatalf("%d %v", code, out)
+			}
+			eve := "Basic " + base64.StdEncoding.EncodeToString([]byte("eve:guess"))
+			if code, _ := s.callAs(t, eve, "GET", "/v1/audit-log", nil); code != 401 {
+				t.Fatalf("a wrong password: %d", code)
+			}
+			_, out := s.callAs(t, aliceAuth, "GET", "/v1/audit-log?actor=eve", nil)
+			if e, _ := out["entries"].([]any); len(e) != 1 || e[0].(map[string]any)["action"] != "signin:refused" ||
+				e[0].(map[string]any)["via"] != "api" {
+				t.Errorf("the refused sign-in on the API is not in the log: %v", out)
+			}
+		})
+		t.Run("the page's CSV link works for the person signed in", func(t *testing.T) {
+			_, body := s.page(t, "GET", "/audit-log?actor=alice", alice, nil)
+			m := regexp.MustCompile(`<a href="([^"]+)" download>`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("no CSV link:\n%s", body)
+			}
+			link := strings.ReplaceAll(m[1], "&amp;", "&")
+			resp, raw := s.page(t, "GET", link, alice, nil)
+			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+				t.Fatalf("%s: %d %s", link, resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			rows, err := csv.NewReader(strings.NewReader(raw)).ReadAll()
+			if err != nil || len(rows) != 3 || rows[1][1] != "alice" || rows[2][3] != "lookup:found" {
+				t.Fatalf("rows %q: %v", rows, err)
+			}
+			if resp, _ := s.page(t, "GET", link, "", nil); resp.StatusCode != 401 {
+				t.Errorf("without a sign-in: %d", resp.StatusCode)
 			}
 		})
 		t.Run("the page shows it, escaped, with the navigation's link", func(t *testing.T) {

@@ -21,7 +21,7 @@ func TestLog(t *testing.T) {
 		claim(t, st, "e1")
 		claim(t, st, "=cmd|' /C calc'!A0")
 		clock.Advance(time.Minute)
-		if err := st.RecordLookup(ctx, audit.LookupRecord{Source: "shop", EventID: "e1", Actor: "alice", Via: audit.ViaAPI,
+		if _, err := st.RecordLookup(ctx, audit.LookupRecord{Source: "shop", EventID: "e1", Actor: "alice", Via: audit.ViaAPI,
 			Result: audit.LookupFound, CRMRef: "CRM-1"}); err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 		}
 	}
 	rec := audit.LookupRecord{Source: key.Source, EventID: key.EventID, Item: item, Actor: who.Name,
-		Via: who.Via, Result: audit.LookupError}
+		Via: who.Via, Result: audit.LookupError, Version: version}
 	if err := rec.Validate(); err != nil { // before the CRM hears of it
 		return Result{}, err
 	}
@@ -123,7 +123,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 		"idempotency_key": audit.IdempotencyKey(key.Source, key.EventID, item)}
 	rec.Result, rec.CRMRef, rec.Message = l.ask(ctx, cfg, vals)
 	rec = rec.Stored(l.red)
-	if err := l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
+	if rec, err = l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
 		return Result{}, err
 	}
 	return l.result(rec, l.now(), version), nil
@@ -177,8 +177,12 @@ func (l *Lookups) ask(ctx context.Context, cfg LookupConfig, vals map[string]str
 	case int64(len(raw)) > cfg.MaxBody:
 		return audit.LookupError, "", fmt.Sprintf("the CRM's answer (HTTP %d) is over %d bytes: cut there and not read",
 			resp.StatusCode, cfg.MaxBody)
+	case cfg.NotFoundStatus != 0 && resp.StatusCode == cfg.NotFoundStatus:
+		return audit.LookupNotFound, "", fmt.Sprintf("the CRM answered HTTP %d, which NOT_FOUND_STATUS says means not found",
+			resp.StatusCode)
 	case resp.StatusCode == http.StatusNotFound:
-		return audit.LookupNotFound, "", "the CRM answered HTTP 404"
+		return audit.LookupError, "", "the CRM answered HTTP 404, which is not taken as \"not found\": the lookup's URL " +
+			"may be wrong (set NOT_FOUND_STATUS=404 if this CRM answers 404 for a missing order)"
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return audit.LookupError, "", fmt.Sprintf("the CRM answered HTTP %d: %s", resp.StatusCode,
 			audit.Truncate(strings.TrimSpace(string(raw)), 300))
@@ -190,11 +194,15 @@ func (l *Lookups) ask(ctx context.Context, cfg LookupConfig, vals map[string]str
 		return audit.LookupError, "", fmt.Sprintf("the CRM's answer (HTTP %d) is not JSON: %s", resp.StatusCode,
 			audit.Truncate(strings.TrimSpace(string(raw)), 200))
 	}
-	if !present(at(doc, cfg.Found)) {
-		return audit.LookupNotFound, "", fmt.Sprintf("nothing at %s in the CRM's answer", cfg.Found)
+	switch v, shape := walk(doc, cfg.Found); {
+	case shape != "":
+		return audit.LookupError, "", fmt.Sprintf("the answer has no data: its shape is not what FOUND (%s) names: %s",
+			cfg.Found, shape)
+	case empty(v):
+		return audit.LookupNotFound, "", fmt.Sprintf("the CRM's answer is empty at %s", cfg.Found)
 	}
-	ref = scalar(at(doc, cfg.Ref))
-	if ref == "" {
+	v, _ := walk(doc, cfg.Ref)
+	if ref = scalar(v); ref == "" {
 		return audit.LookupFound, "", fmt.Sprintf("found, but the answer has no reference at %s", cfg.Ref)
 	}
 	return audit.LookupFound, ref, ""
@@ -246,40 +254,78 @@ func jsonEscape(s string) string {
 	return out[1 : len(out)-1]
 }
 
-// at walks a JSON path: keys of objects, indexes of arrays.
-func at(doc any, path string) any {
-	for _, part := range strings.Split(path, ".") {
-		switch v := doc.(type) {
+// walk follows a JSON path (keys of objects, indexes of arrays) and
+// says, in shape, why the answer does not have the path's parent: every
+// step but the last must exist and be an object (for a key) or an array
+// (for an index). The last step may be missing (a key absent from its
+// object, an index past its array's end): then v is nil, which empty
+// takes for "not found". A wrong base URL or a changed CRM API answers
+// another shape, and that is an error, never "not found".
+func walk(doc any, path string) (v any, shape string) {
+	parts := strings.Split(path, ".")
+	for n, part := range parts {
+		last := n == len(parts)-1
+		where := strings.Join(parts[:n], ".")
+		if where == "" {
+			where = "the top"
+		}
+		switch c := doc.(type) {
 		case map[string]any:
-			doc = v[part]
+			next, ok := c[part]
+			if !ok && !last {
+				return nil, fmt.Sprintf("no %q at %s", part, where)
+			}
+			doc = next
 		case []any:
 			i, err := strconv.Atoi(part)
-			if err != nil || i < 0 || i >= len(v) {
-				return nil
+			if err != nil || i < 0 {
+				return nil, fmt.Sprintf("an array at %s, not an object with %q", where, part)
 			}
-			doc = v[i]
+			if i >= len(c) {
+				if !last {
+					return nil, fmt.Sprintf("the array at %s has no item %d", where, i)
+				}
+				return nil, ""
+			}
+			doc = c[i]
 		default:
-			return nil
+			return nil, fmt.Sprintf("%s is %s, not an object or an array", where, jsonKind(c))
 		}
 	}
-	return doc
+	return doc, ""
 }
 
-// present: not null, not false, not an empty string, array or object.
-func present(v any) bool {
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return "a value"
+}
+
+// empty is "not found" at the FOUND path: null (or missing, see walk),
+// false, a string of only spaces, an empty array or object. Anything else
+// (a number, true, a non-empty string, array or object) is found.
+func empty(v any) bool {
 	switch v := v.(type) {
 	case nil:
-		return false
+		return true
 	case bool:
-		return v
+		return !v
 	case string:
-		return strings.TrimSpace(v) != ""
+		return strings.TrimSpace(v) == ""
 	case []any:
-		return len(v) > 0
+		return len(v) == 0
 	case map[string]any:
-		return len(v) > 0
+		return len(v) == 0
 	}
-	return true
+	return false
 }
 
 // scalar is a reference as text: a string or a number.

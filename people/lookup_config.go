@@ -30,8 +30,12 @@ type LookupConfig struct {
 	// Ref); Ref the JSON path of the order's reference. A path is
 	// dot-separated keys and array indexes: data.0.reference.
 	Found, Ref string
-	Timeout    time.Duration // default 5s, at most 10s (inside the API's timeout)
-	MaxBody    int64         // the answer's cap (default 256 KiB): past it, cut and said so
+	// NotFoundStatus is the HTTP status (404 or 410) this CRM answers for
+	// a missing order; 0 (the default): every status other than 2xx is an
+	// error, for a wrong URL answers 404 too.
+	NotFoundStatus int
+	Timeout        time.Duration // default 5s, at most 10s (inside the API's timeout)
+	MaxBody        int64         // the answer's cap (default 256 KiB): past it, cut and said so
 }
 
 // DefaultLookupTimeout and DefaultLookupMaxBody bound a lookup when its
@@ -100,6 +104,11 @@ func (c *LookupConfig) Check() (field string, err error) {
 	}
 	if c.Found == "" {
 		c.Found = c.Ref
+	}
+	switch c.NotFoundStatus {
+	case 0, http.StatusNotFound, http.StatusGone:
+	default:
+		return "NOT_FOUND_STATUS", fmt.Errorf("must be 404 or 410, not %d", c.NotFoundStatus)
 	}
 	switch {
 	case c.Timeout == 0:

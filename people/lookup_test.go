@@ -32,6 +32,14 @@ func fakeCRM(t *testing.T, elsewhere string) *httptest.Server {
 			w.Write([]byte(`{"data":[]}`))
 		case "gone":
 			http.NotFound(w, r)
+		case "null-item":
+			w.Write([]byte(`{"data":[null]}`))
+		case "other-shape":
+			w.Write([]byte(`{"items":[]}`))
+		case "null-data":
+			w.Write([]byte(`{"data":null}`))
+		case "a-string":
+			w.Write([]byte(`"no such route"`))
 		case "slow":
 			select {
 			case <-time.After(3 * time.Second):
@@ -82,8 +90,13 @@ func TestLookup(t *testing.T) {
 		}{
 			{"a found order gives its reference and link", "found", audit.LookupFound, "CRM-123", ""},
 			{"an event id is escaped into the query", "found/with slash", audit.LookupFound, "CRM-9", ""},
-			{"an empty list is not found", "empty", audit.LookupNotFound, "", "nothing at data.0"},
-			{"a 404 is not found", "gone", audit.LookupNotFound, "", "HTTP 404"},
+			{"an empty list is not found", "empty", audit.LookupNotFound, "", "empty at data.0"},
+			{"a null item is not found", "null-item", audit.LookupNotFound, "", "empty at data.0"},
+			{"a 404 is an error: the URL may be wrong", "gone", audit.LookupError, "", "HTTP 404, which is not taken as"},
+			{"another shape is an error, not not found", "other-shape", audit.LookupError, "",
+				`the answer has no data: its shape is not what FOUND (data.0) names: no "data" at the top`},
+			{"a null parent is an error", "null-data", audit.LookupError, "", "data is null, not an object or an array"},
+			{"a bare string is an error", "a-string", audit.LookupError, "", "the top is a string"},
 			{"a slow CRM times out", "slow", audit.LookupError, "", "did not answer within 1s"},
 			{"a huge answer is cut and said so", "huge", audit.LookupError, "", "is over 65536 bytes"},
 			{"a redirect to another host is refused", "redirect", audit.LookupError, "", "redirected to another address"},
@@ -131,6 +144,55 @@ func TestLookup(t *testing.T) {
 			t.Errorf("the other host was called (Authorization %q)", h)
 		default:
 		}
+		t.Run("a 404 is not found where NOT_FOUND_STATUS says so", func(t *testing.T) {
+			l404, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+				URL: crm.URL + "/orders?ref={event_id}", Token: "crm-secret", Found: "data.0", Ref: "data.0.reference",
+				NotFoundStatus: 404}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := l404.Run(ctx, audit.EventKey{Source: "shop", EventID: "gone"}, who)
+			if err != nil || res.Outcome != audit.LookupNotFound || !strings.Contains(res.Message, "NOT_FOUND_STATUS") {
+				t.Fatalf("%+v %v", res, err)
+			}
+		})
+		t.Run("FOUND inside a list's item: an empty list is an error", func(t *testing.T) {
+			deep, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+				URL: crm.URL + "/orders?ref={event_id}", Token: "crm-secret", Ref: "data.0.reference"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := deep.Run(ctx, audit.EventKey{Source: "shop", EventID: "empty"}, who)
+			if err != nil || res.Outcome != audit.LookupError || !strings.Contains(res.Message, "the array at data has no item 0") {
+				t.Fatalf("%+v %v", res, err)
+			}
+		})
+		t.Run("an entry that moves while the CRM answers: an error, never its not found", func(t *testing.T) {
+			claim(t, st, "moving")
+			crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// The holder reports meanwhile (it may have made the order).
+				if _, err := st.ReportOutcome(r.Context(), audit.OutcomeRequest{Source: "shop", EventID: "moving",
+					Outcome: audit.OutcomeUnknown, ExecutionID: "1", WorkflowID: "wf"}); err != nil {
+					t.Error(err)
+				}
+				w.Write([]byte(`{"data":[]}`))
+			}))
+			t.Cleanup(crm.Close)
+			moving, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+				URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := audit.EventKey{Source: "shop", EventID: "moving"}
+			res, err := moving.Run(ctx, key, who)
+			if err != nil || res.Outcome != audit.LookupError || !strings.Contains(res.Message, "changed while the CRM was asked") {
+				t.Fatalf("%+v %v", res, err)
+			}
+			latest, _, err := moving.Latest(ctx, key, "")
+			if err != nil || latest.Outcome != audit.LookupError || latest.Message != res.Message {
+				t.Fatalf("recorded %+v %v", latest, err)
+			}
+		})
 		t.Run("an unknown event is not looked up", func(t *testing.T) {
 			_, err := l.Run(ctx, audit.EventKey{Source: "shop", EventID: "nope"}, who)
 			if audit.ErrorCode(err) != audit.CodeNotFound {
@@ -162,6 +224,8 @@ func TestLookupConfigRefused(t *testing.T) {
 		{"a bad path", people.LookupConfig{URL: "https://crm.example/o", Ref: "data..id"}, "REF"},
 		{"a timeout too long", people.LookupConfig{URL: "https://crm.example/o", Ref: "id", Timeout: time.Hour}, "TIMEOUT"},
 		{"a body without POST", people.LookupConfig{URL: "https://crm.example/o", Ref: "id", Body: "{}"}, "BODY"},
+		{"a not-found status other than 404 or 410", people.LookupConfig{URL: "https://crm.example/o", Ref: "id",
+			NotFoundStatus: 500}, "NOT_FOUND_STATUS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if field, err := tc.cfg.Check(); err == nil || field != tc.field {

@@ -163,7 +163,7 @@ func (s *Store) decide(ctx context.Context, tx *sqlx.Tx, jobs []*ledgerJob, now 
 		case r.retry != nil:
 			j.err = d.Retry(*r.retry)
 		case r.lookup != nil:
-			j.err = d.Lookup(*r.lookup)
+			j.err = d.Lookup(r.lookup)
 		case r.stale != nil:
 			a.stale = d.Stale(r.stale.key, r.stale.holder, r.stale.cutoff)
 		}
@@ -325,14 +325,16 @@ func (s *Store) Retry(ctx context.Context, req audit.RetryRequest) error {
 }
 
 // RecordLookup writes a person's CRM lookup in the event's history
-// (audit.Decider.Lookup), redacted; the entry and its version stay.
-func (s *Store) RecordLookup(ctx context.Context, r audit.LookupRecord) error {
+// (audit.Decider.Lookup), redacted; the entry and its version stay. It
+// returns the record as written (an error when the entry moved since
+// r.Version).
+func (s *Store) RecordLookup(ctx context.Context, r audit.LookupRecord) (audit.LookupRecord, error) {
 	if err := r.Validate(); err != nil {
-		return err
+		return r, err
 	}
 	r = r.Stored(s.redact)
 	_, err := s.alone(ctx, &request{lookup: &r})
-	return err
+	return r, err
 }
 
 // Time is a time as this database compares it, for statements written

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -132,6 +133,24 @@ func TestBrowserLookup(t *testing.T) {
 	}
 	if !strings.Contains(log, "resolution:done") || !strings.Contains(log, "lookup:found") {
 		t.Errorf("the audit log:\n%s", log)
+	}
+	// The CSV link, followed with the sign-in the browser holds (a
+	// download, which the browser would save rather than show).
+	href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('a[download]').href`))
+	if err != nil {
+		fail("the CSV link", err)
+	}
+	req, _ := http.NewRequest("GET", href, nil)
+	req.SetBasicAuth("admin", svc.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csvBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") ||
+		!strings.Contains(string(csvBody), "lookup:found") {
+		t.Errorf("the CSV link %s: %d %s\n%s", href, resp.StatusCode, resp.Header.Get("Content-Type"), csvBody)
 	}
 	shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err == nil {

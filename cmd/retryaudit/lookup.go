@@ -38,8 +38,9 @@ func (e *envReader) lookups() []people.LookupConfig {
 			Method: e.str(lookupVar(source, "METHOD"), ""), Body: e.str(lookupVar(source, "BODY"), ""),
 			Token: e.secret(lookupVar(source, "TOKEN")), TokenHeader: e.str(lookupVar(source, "TOKEN_HEADER"), ""),
 			Found: e.str(lookupVar(source, "FOUND"), ""), Ref: e.str(lookupVar(source, "REF"), ""),
-			Timeout: e.duration(lookupVar(source, "TIMEOUT"), people.DefaultLookupTimeout),
-			MaxBody: e.size(lookupVar(source, "MAX_BODY"), people.DefaultLookupMaxBody)}
+			NotFoundStatus: e.integer(lookupVar(source, "NOT_FOUND_STATUS"), 0, 0, 599),
+			Timeout:        e.duration(lookupVar(source, "TIMEOUT"), people.DefaultLookupTimeout),
+			MaxBody:        e.size(lookupVar(source, "MAX_BODY"), people.DefaultLookupMaxBody)}
 		headers, err := people.ParseHeaders(e.str(lookupVar(source, "HEADERS"), ""))
 		if err != nil {
 			e.fail(lookupVar(source, "HEADERS"), "%v", err)

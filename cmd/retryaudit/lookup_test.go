@@ -18,13 +18,14 @@ func TestConfigCRMLookup(t *testing.T) {
 			"RETRYAUDIT_CRM_LOOKUP_SHOP_EU_URL":        "https://crm.example.com/api/orders?external_id={source}:{event_id}",
 			"RETRYAUDIT_CRM_LOOKUP_SHOP_EU_TOKEN_FILE": token, "RETRYAUDIT_CRM_LOOKUP_SHOP_EU_REF": "data.0.id",
 			"RETRYAUDIT_CRM_LOOKUP_SHOP_EU_HEADERS": "X-Api-Version: 2; Accept-Language: en",
-			"RETRYAUDIT_CRM_LOOKUP_SHOP_EU_TIMEOUT": "3s"}))
+			"RETRYAUDIT_CRM_LOOKUP_SHOP_EU_TIMEOUT": "3s", "RETRYAUDIT_CRM_LOOKUP_SHOP_EU_NOT_FOUND_STATUS": "404"}))
 		if err != nil || len(c.CRMLookups) != 1 {
 			t.Fatalf("%v %+v", err, c.CRMLookups)
 		}
 		l := c.CRMLookups[0]
 		if l.Source != "shop-eu" || l.Token != "s3cret-crm-token" || l.Found != "data.0.id" || l.Method != "GET" ||
-			l.Timeout != 3*time.Second || l.Headers["X-Api-Version"] != "2" || l.MaxBody != 256<<10 {
+			l.Timeout != 3*time.Second || l.Headers["X-Api-Version"] != "2" || l.MaxBody != 256<<10 ||
+			l.NotFoundStatus != 404 {
 			t.Errorf("%+v", l)
 		}
 	})
@@ -46,6 +47,9 @@ func TestConfigCRMLookup(t *testing.T) {
 		{"bad headers", map[string]string{"RETRYAUDIT_CRM_LOOKUP": "shop",
 			"RETRYAUDIT_CRM_LOOKUP_SHOP_URL": "https://crm.example/o", "RETRYAUDIT_CRM_LOOKUP_SHOP_REF": "id",
 			"RETRYAUDIT_CRM_LOOKUP_SHOP_HEADERS": "no colon"}, "RETRYAUDIT_CRM_LOOKUP_SHOP_HEADERS: \"no colon\" is not Name: value"},
+		{"a not-found status other than 404 or 410", map[string]string{"RETRYAUDIT_CRM_LOOKUP": "shop",
+			"RETRYAUDIT_CRM_LOOKUP_SHOP_URL": "https://crm.example/o", "RETRYAUDIT_CRM_LOOKUP_SHOP_REF": "id",
+			"RETRYAUDIT_CRM_LOOKUP_SHOP_NOT_FOUND_STATUS": "200"}, "RETRYAUDIT_CRM_LOOKUP_SHOP_NOT_FOUND_STATUS: must be 404 or 410"},
 		{"two sources sharing variables", map[string]string{"RETRYAUDIT_CRM_LOOKUP": "shop-eu,shop_eu"},
 			`"shop-eu" and "shop_eu" share the variables`},
 		{"an empty token file", map[string]string{"RETRYAUDIT_CRM_LOOKUP": "shop",
