@@ -30,16 +30,6 @@ func (h *Handler) registerRetries(r gin.IRouter) {
 	api.POST("/retries/:id/cancel", h.bodyBudget(64<<10), h.cancelRetryRun)
 }
 
-// eventActAuth signs in an act on an event: a retry is a person's (the
-// pages' sign-in), a lookup takes the /v1 token and names its person.
-func (h *Handler) eventActAuth(c *gin.Context) {
-	if isRetry(c) {
-		h.apiPerson(c)
-		return
-	}
-	h.bearer(c)
-}
-
 // eventAct answers POST /v1/events/{source}/{event_id}/retry or …/lookup.
 func (h *Handler) eventAct(c *gin.Context) {
 	if isRetry(c) {
@@ -92,7 +82,7 @@ func (h *Handler) apiPerson(c *gin.Context) {
 			c.Header("WWW-Authenticate", `Basic realm="retryaudit", charset="UTF-8"`)
 		}
 		h.apiError(c, http.StatusUnauthorized, "unauthorized",
-			"sign in as a person (the pages' user and password): a retry is a person's act", nil)
+			"sign in as a person (the pages' user and password): retries, lookups and the audit log are people's, not n8n's", nil)
 		return
 	}
 	if c.Request.Method != http.MethodGet && !h.checkCSRF(c) {
