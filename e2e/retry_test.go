@@ -43,10 +43,10 @@ func TestRealN8NRetry(t *testing.T) {
 	}
 }
 
-// failedByPerson delivers an order while the CRM fails: the execution
-// fails, the error workflow reports it, and a person who found no order in
-// the CRM marks the entry failed. It returns the holder.
-func (r *run) failedByPerson(t *testing.T, id string) string {
+// failedInN8N delivers an order while the CRM fails: the sender is
+// answered 500 and n8n lists the execution as failed. It returns the
+// holder.
+func (r *run) failedInN8N(t *testing.T, id string) string {
 	t.Helper()
 	r.crm.setMode(crm500)
 	status, out := r.deliver(t, "orders", id)
@@ -58,6 +58,15 @@ func (r *run) failedByPerson(t *testing.T, id string) string {
 	if x := r.n8n.waitExecution(t, holder); x.Status != "error" {
 		t.Fatalf("n8n lists execution %s as %s, want error", holder, x.Status)
 	}
+	return holder
+}
+
+// failedByPerson is failedInN8N, then the error workflow reports it, and a
+// person who found no order in the CRM marks the entry failed. It returns
+// the holder.
+func (r *run) failedByPerson(t *testing.T, id string) string {
+	t.Helper()
+	holder := r.failedInN8N(t, id)
 	eventually(t, alertWithin, "the error workflow's report on "+id, func() string {
 		if e := r.ledger(t, "shop", id); !e.NeedsReview {
 			return "the entry is " + e.Status + ", not in review yet"

@@ -56,16 +56,7 @@ func TestRealN8NSlackRetry(t *testing.T) {
 
 func (r *run) retryFromSlack(t *testing.T) {
 	id := r.newID()
-	r.crm.setMode(crm500)
-	status, out := r.deliver(t, "orders", id)
-	r.crm.setMode(crmNormal)
-	if status != http.StatusInternalServerError {
-		t.Fatalf("the sender was answered %d %v; a failed run answers 500", status, out)
-	}
-	holder := r.ledger(t, "shop", id).HolderExecutionID
-	if x := r.n8n.waitExecution(t, holder); x.Status != "error" {
-		t.Fatalf("n8n lists execution %s as %s, want error", holder, x.Status)
-	}
+	r.failedInN8N(t, id)
 	var value string
 	eventually(t, alertWithin, "an alert about shop/"+id+" with Mark failed", func() string {
 		value = r.slack.latestAction("shop / "+id, "retryaudit_failed")
