@@ -25,8 +25,9 @@ bench:
 	go test -run '^$$' -bench ClaimDuringFailedSignIns -benchtime 1000x ./handlers/
 	RETRYAUDIT_BENCH_EVENTS=1000000 go test -run '^$$' -bench Overview -benchtime 20x -timeout 30m ./handlers/
 
-# The fuzz targets of make test, for longer: make fuzz FUZZTIME=5m
-FUZZTIME ?= 1m
+# The fuzz targets of make test, for longer (a count of executions, not a
+# duration: see .ci/test): make fuzz FUZZTIME=1000000x
+FUZZTIME ?= 100000x
 fuzz:
 	for t in n8n:FuzzRedactText n8n:FuzzRedact n8n:FuzzParseErrorTrigger \
 	  handlers:FuzzClaimDecoder handlers:FuzzOutcomeDecoder handlers:FuzzErrorBody; do \
