@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,13 +75,13 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 		h.fail(c, audit.FieldErrors{"format": "must be json or csv"}.Err())
 		return
 	}
+	if format == "csv" {
+		h.auditLogCSV(c, f, h.fail)
+		return
+	}
 	page, err := people.Read(c.Request.Context(), h.store, f)
 	if err != nil {
 		h.fail(c, err)
-		return
-	}
-	if format == "csv" {
-		h.auditLogCSV(c, page)
 		return
 	}
 	out := struct {
@@ -96,18 +98,47 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// auditLogCSV answers a page of the audit log as CSV, the next page's
-// cursor in X-Next-Cursor.
-func (h *Handler) auditLogCSV(c *gin.Context, page people.LogPage) {
-	if page.Next != "" {
-		c.Header("X-Next-Cursor", page.Next)
+// auditLogCSV answers the log as CSV, as a file: with limit, that many
+// entries and the cursor of the rest in X-Next-Cursor; without, every
+// entry the filters select, streamed. An error before the first row is
+// answered as one; a read that fails later aborts the response, so that a
+// cut file never arrives as a whole one.
+func (h *Handler) auditLogCSV(c *gin.Context, f people.LogFilter, fail func(*gin.Context, error)) {
+	var page bytes.Buffer
+	w := io.Writer(&page)
+	stream := &csvStream{c: c}
+	if f.Limit == 0 {
+		w = stream
 	}
-	c.Header("Content-Disposition", `attachment; filename="retryaudit-audit-log.csv"`)
-	c.Header("Content-Type", "text/csv; charset=utf-8")
-	c.Status(http.StatusOK)
-	if err := people.WriteCSV(c.Writer, page.Entries); err != nil {
-		h.log.Warn("write the audit log's CSV", "err", err)
+	next, err := people.Export(c.Request.Context(), h.store, f, w)
+	switch {
+	case err != nil && !stream.started:
+		fail(c, err)
+	case err != nil:
+		h.log.Warn("the audit log's CSV was cut short", "err", err)
+		panic(http.ErrAbortHandler)
+	default:
+		if next != "" {
+			c.Header("X-Next-Cursor", next)
+		}
+		stream.Write(page.Bytes())
 	}
+}
+
+// csvStream sends the CSV file's headers with its first bytes.
+type csvStream struct {
+	c       *gin.Context
+	started bool
+}
+
+func (w *csvStream) Write(p []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		w.c.Header("Content-Disposition", `attachment; filename="retryaudit-audit-log.csv"`)
+		w.c.Header("Content-Type", "text/csv; charset=utf-8")
+		w.c.Status(http.StatusOK)
+	}
+	return w.c.Writer.Write(p)
 }
 
 type auditLogData struct {
@@ -116,12 +147,13 @@ type auditLogData struct {
 	Until   string
 	Entries []people.LogEntry
 	Next    string // the next page's query string
-	CSV     string // this page as CSV: the same filters and cursor
+	CSV     string // every entry the filters select, as CSV
 	Actions []string
 }
 
 // auditLogPage is the log of who did what, with filters, paged; with
-// ?format=csv, the same page as CSV, for the person signed in to the pages.
+// ?format=csv, every entry the filters select as CSV (or limit of them from
+// cursor), for the person signed in to the pages.
 func (h *Handler) auditLogPage(c *gin.Context) {
 	f, err := logFilter(c)
 	if err != nil {
@@ -133,13 +165,13 @@ func (h *Handler) auditLogPage(c *gin.Context) {
 		h.pageFail(c, audit.FieldErrors{"format": "must be csv, or left out for the page"}.Err())
 		return
 	}
+	if csv {
+		h.auditLogCSV(c, f, h.pageFail)
+		return
+	}
 	page, err := people.Read(c.Request.Context(), h.store, f)
 	if err != nil {
 		h.pageFail(c, err)
-		return
-	}
-	if csv {
-		h.auditLogCSV(c, page)
 		return
 	}
 	d := auditLogData{Filter: f, Entries: page.Entries, Actions: []string{"resolution", "lookup", "retry",
@@ -157,6 +189,8 @@ func (h *Handler) auditLogPage(c *gin.Context) {
 	}
 	q := c.Request.URL.Query()
 	q.Set("format", "csv")
+	q.Del("cursor")
+	q.Del("limit")
 	d.CSV = "/audit-log?" + q.Encode()
 	h.render(c, http.StatusOK, "auditlog", view{Title: "Audit log", Nav: "auditlog", Data: d})
 }

@@ -157,27 +157,51 @@ func (t *dbTime) parse(s string) error {
 // Value implements driver.Valuer (never used to write; for completeness).
 func (t dbTime) Value() (driver.Value, error) { return t.Time, nil }
 
-// WriteCSV writes entries as CSV with a header. A cell a spreadsheet would
-// read as a formula (starting with = + - @, a tab or a carriage return) is
-// prefixed with a quote: names, notes and event ids come from people and
-// senders.
-func WriteCSV(w io.Writer, entries []LogEntry) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"at", "actor", "via", "action", "source", "event_id", "item", "crm_ref", "detail"}); err != nil {
-		return err
+// Export writes every entry f selects as CSV with a header, newest first,
+// from f.Cursor on, reading 1,000 at a time; with f.Limit, one page of
+// that many, and the cursor of the rest ("" when nothing is left). Nothing
+// is written before the first read answered, so that its error can still
+// be answered as an error; a later read's error is returned after what was
+// written, and the caller must not let the cut file pass as whole. A cell
+// a spreadsheet would read as a formula (starting with = + - @, a tab or a
+// carriage return) is prefixed with a quote: names, notes and event ids
+// come from people and senders.
+func Export(ctx context.Context, st *store.Store, f LogFilter, w io.Writer) (next string, err error) {
+	whole := f.Limit == 0
+	if whole {
+		f.Limit = 1000
 	}
-	for _, e := range entries {
-		rec := []string{e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Via, e.Action, e.Source, e.EventID, e.Item,
-			e.CRMRef, e.Detail}
-		for i, cell := range rec {
-			rec[i] = safeCell(cell)
+	var cw *csv.Writer
+	for {
+		page, err := Read(ctx, st, f)
+		if err != nil {
+			if cw != nil {
+				cw.Flush()
+			}
+			return "", err
 		}
-		if err := cw.Write(rec); err != nil {
-			return err
+		if cw == nil {
+			cw = csv.NewWriter(w)
+			if err := cw.Write([]string{"at", "actor", "via", "action", "source", "event_id", "item", "crm_ref", "detail"}); err != nil {
+				return "", err
+			}
 		}
+		for _, e := range page.Entries {
+			rec := []string{e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.Via, e.Action, e.Source, e.EventID, e.Item,
+				e.CRMRef, e.Detail}
+			for i, cell := range rec {
+				rec[i] = safeCell(cell)
+			}
+			if err := cw.Write(rec); err != nil {
+				return "", err
+			}
+		}
+		if !whole || page.Next == "" {
+			cw.Flush()
+			return page.Next, cw.Error()
+		}
+		f.Cursor = page.Next
 	}
-	cw.Flush()
-	return cw.Error()
 }
 
 func safeCell(s string) string {

@@ -112,13 +112,9 @@ func TestLog(t *testing.T) {
 			}
 		})
 		t.Run("CSV cells cannot become formulas", func(t *testing.T) {
-			page, err := people.Read(ctx, st, people.LogFilter{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var b bytes.Buffer
-			if err := people.WriteCSV(&b, page.Entries); err != nil {
-				t.Fatal(err)
+			if next, err := people.Export(ctx, st, people.LogFilter{}, &b); err != nil || next != "" {
+				t.Fatal(next, err)
 			}
 			rows, err := csv.NewReader(&b).ReadAll()
 			if err != nil {
@@ -133,6 +129,41 @@ func TestLog(t *testing.T) {
 			}
 			if rows[2][1] != "'@bob" || rows[2][5] != "'=cmd|' /C calc'!A0" || rows[2][8] != "'-2+3" {
 				t.Errorf("row %q", rows[2])
+			}
+		})
+		t.Run("an export is every entry the filters select, past a page, or as many as asked", func(t *testing.T) {
+			for i := range 1203 {
+				if err := people.Note(ctx, st, people.Action{At: clock.Now().Add(time.Duration(i) * time.Second),
+					Actor: "guesser", Via: audit.ViaAPI, Action: people.ActionSignInRefused}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows := func(f people.LogFilter) ([][]string, string) {
+				t.Helper()
+				var b bytes.Buffer
+				next, err := people.Export(ctx, st, f, &b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, err := csv.NewReader(&b).ReadAll()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rows[1:], next
+			}
+			if all, next := rows(people.LogFilter{}); len(all) != 1207 || next != "" || all[1206][3] != "lookup:found" {
+				t.Fatalf("%d rows (the last %q), next %q; want 1207, the oldest last", len(all), all[len(all)-1], next)
+			}
+			if got, _ := rows(people.LogFilter{Actor: "guesser"}); len(got) != 1203 {
+				t.Errorf("the guesser's export has %d rows, want 1203", len(got))
+			}
+			first, next := rows(people.LogFilter{Limit: 1000})
+			rest, last := rows(people.LogFilter{Cursor: next})
+			if len(first) != 1000 || next == "" || len(rest) != 207 || last != "" {
+				t.Errorf("limit 1000: %d rows, then %d from its cursor (last %q)", len(first), len(rest), last)
+			}
+			if _, err := people.Export(ctx, st, people.LogFilter{Limit: 5000}, &bytes.Buffer{}); audit.ErrorCode(err) != audit.CodeInvalid {
+				t.Errorf("limit 5000: %v", err)
 			}
 		})
 	})
