@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/retryaudit/retryaudit/audit/audittest"
 	"github.com/retryaudit/retryaudit/audit/store"
@@ -147,5 +150,79 @@ func TestPostgresBatchesStartFromTheirRows(t *testing.T) {
 	t.Logf("checked the plans of %d batch statements", n)
 	if n < 3 {
 		t.Errorf("checked %d batch statements: the catalogue did not load", n)
+	}
+}
+
+// TestPostgresLedgerKeepsItsGenericPlan: the ledger's two statements run
+// for every batch, prepared. PostgreSQL plans a prepared statement anew
+// for each run (a custom plan) for as long as its custom plans cost less
+// than the generic one; a parameter a custom plan folds away (a switch
+// such as CAST(:touch AS boolean)) made them cheaper, and a fifth of
+// PostgreSQL's CPU a claim went to planning the lock (docs/performance.md).
+// Run as a batch of claims runs them (switches off, a few keys), each keeps
+// its generic plan after PostgreSQL's five trial runs. And the lock looks
+// the batch's entries up by key in a young table too (3,000 entries): a
+// join read the table whole to hash the keys against it, twice a batch,
+// which the planner's costs prefer to twenty index probes below about
+// 4,000 rows and which took 8 ms a batch at 8,500 (its statistics lagging).
+func TestPostgresLedgerKeepsItsGenericPlan(t *testing.T) {
+	s := audittest.Open(t, "postgres", store.Options{})
+	db := s.DB()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `
+INSERT INTO webhook_events (source, event_id, status, holder_execution_id, updated_at, last_seen_at)
+  SELECT 'shop', 'event-' || i, 'done', 'execution-' || i, now(), now() FROM generate_series(1, 3000) AS i;
+ANALYZE webhook_events;
+`); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	conn, err := db.Connx(ctx) // pg_prepared_statements shows its own session's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	claims := map[string]any{"keys": `[{"source":"shop","event_id":"e1"},{"source":"shop","event_id":"event-7"},` +
+		`{"source":"shop","event_id":"event-8"},{"source":"shop","event_id":"event-9"}]`,
+		"ids": `["41","execution-7"]`, "stamps": `["41:1764925200000:a"]`, "dedupe": `[]`,
+		"touch": false, "pending": false, "evidence": false, "now": time.Now(), "hour": time.Now(), "shard": 0}
+	for _, name := range []string{"LedgerLock", "LedgerWrite"} {
+		text := s.Statements()[name]
+		for _, p := range namedParam.FindAllString(text, -1) {
+			if p = p[strings.IndexByte(p, ':')+1:]; claims[p] == nil {
+				claims[p] = `[]` // a row set the batch does not write
+			}
+		}
+		q, args, err := sqlx.Named(text, claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q = db.Rebind(q)
+		stmt, err := conn.PreparexContext(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for range 8 {
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		var generic, custom int64
+		if err := conn.QueryRowxContext(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement = $1`, q).Scan(&generic, &custom); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		stmt.Close()
+		if generic < 3 {
+			t.Errorf("%s ran 8 times: %d generic plans, %d custom: PostgreSQL plans it for every batch", name, generic, custom)
+		}
+		var plan []string
+		if err := conn.SelectContext(ctx, &plan, "EXPLAIN "+q, args...); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, step := range plan {
+			if strings.Contains(step, "Seq Scan on webhook_events") {
+				t.Errorf("%s reads every entry: %s\n%s", name, strings.TrimSpace(step), strings.Join(plan, "\n"))
+			}
+		}
 	}
 }

@@ -7,7 +7,10 @@
 -- Row sets are JSON arrays of objects read by name. They are unnested from
 -- an array, which the planner takes for about ten rows (jsonb_to_recordset
 -- it takes for a hundred, and then it hashed whole tables rather than look
--- the batch's rows up).
+-- the batch's rows up). The batch's entries are looked up key by key
+-- (LATERAL, a subquery the planner cannot flatten): with a join, a table
+-- whose statistics lag its size was read whole to hash it, twice a batch
+-- (8 ms a batch at 8,500 events; see docs/performance.md).
 
 -- One batch's read, in one statement: the executions it names (every
 -- incarnation of :ids, those presenting :stamps, and up their retry
@@ -33,17 +36,18 @@ WITH RECURSIVE named AS (
   SELECT j->>'source' AS source, j->>'event_id' AS event_id
   FROM unnest(ARRAY(SELECT jsonb_array_elements(CAST(:keys AS jsonb)))) AS j
   UNION SELECT ee.source, ee.event_id FROM event_executions ee
-  WHERE CAST(:touch AS boolean) AND ee.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))
+  WHERE (SELECT CAST(:touch AS boolean)) AND ee.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))
 ), locked AS MATERIALIZED (
-  SELECT w.source, w.event_id, w.status, w.holder_execution_id, w.version, w.review_reason, w.review_since, w.crm_ref,
-  w.resolved_by, w.alerted, w.item_count, w.deliveries, w.fingerprint, w.first_workflow_id, w.last_delivery_id,
-  w.last_presented_at, w.stale_alerted_at, w.created_at, w.updated_at, w.last_seen_at
-  FROM keys k JOIN webhook_events w ON w.source = k.source AND w.event_id = k.event_id
-  ORDER BY w.source, w.event_id FOR NO KEY UPDATE OF w SKIP LOCKED
+  SELECT w.* FROM (SELECT source, event_id FROM keys ORDER BY source, event_id) k
+  CROSS JOIN LATERAL (SELECT w.source, w.event_id, w.status, w.holder_execution_id, w.version, w.review_reason,
+    w.review_since, w.crm_ref, w.resolved_by, w.alerted, w.item_count, w.deliveries, w.fingerprint,
+    w.first_workflow_id, w.last_delivery_id, w.last_presented_at, w.stale_alerted_at, w.created_at, w.updated_at,
+    w.last_seen_at FROM webhook_events w WHERE w.source = k.source AND w.event_id = k.event_id
+    FOR NO KEY UPDATE SKIP LOCKED) w
 ), items AS MATERIALIZED (
-  SELECT i.source, i.event_id, i.item, i.status, i.holder_execution_id, i.version, i.review_reason, i.review_since,
-  i.crm_ref, i.resolved_by, i.created_at, i.updated_at
-  FROM locked l JOIN event_items i ON i.source = l.source AND i.event_id = l.event_id
+  SELECT i.* FROM locked l CROSS JOIN LATERAL (SELECT i.source, i.event_id, i.item, i.status, i.holder_execution_id,
+    i.version, i.review_reason, i.review_since, i.crm_ref, i.resolved_by, i.created_at, i.updated_at
+    FROM event_items i WHERE i.source = l.source AND i.event_id = l.event_id OFFSET 0) i
 ), execs AS (
   SELECT x.execution_id, x.n8n_id, x.incarnation, x.workflow_id, x.workflow_name, x.mode, x.retry_of,
   x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note, x.run_stamp, x.started_at, x.ended_at,
@@ -53,8 +57,8 @@ WITH RECURSIVE named AS (
 )
 SELECT (SELECT json_agg(l) FROM locked l) AS events,
   (SELECT json_agg(k) FROM (SELECT k.source, k.event_id FROM keys k
-    WHERE EXISTS (SELECT 1 FROM webhook_events w WHERE w.source = k.source AND w.event_id = k.event_id)
-    AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.source = k.source AND l.event_id = k.event_id)) k) AS held,
+    CROSS JOIN LATERAL (SELECT FROM webhook_events w WHERE w.source = k.source AND w.event_id = k.event_id LIMIT 1) w
+    WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.source = k.source AND l.event_id = k.event_id)) k) AS held,
   (SELECT json_agg(i) FROM items i) AS items,
   (SELECT json_agg(x) FROM execs x) AS executions,
   (SELECT json_agg(p) FROM (SELECT ee.source, ee.event_id, ee.execution_id, ee.role, ee.delivery, ee.acted,
@@ -63,11 +67,11 @@ SELECT (SELECT json_agg(l) FROM locked l) AS events,
     AS presences,
   (SELECT json_agg(h) FROM (SELECT h.source, h.event_id, h.item, h.execution_id, h.kind, h.decision, h.version
     FROM locked l JOIN event_history h ON h.source = l.source AND h.event_id = l.event_id
-    WHERE CAST(:evidence AS boolean) AND h.kind IN ('not_holder', 'contradiction')
+    WHERE (SELECT CAST(:evidence AS boolean)) AND h.kind IN ('not_holder', 'contradiction')
     AND h.execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))) h) AS evidence,
   (SELECT json_agg(e) FROM (SELECT e.id, e.kind, e.execution_id, e.retry_of, e.root_execution_id, e.workflow_id,
     e.workflow_name, e.node, e.message, e.n8n_url FROM n8n_errors e
-    WHERE CAST(:pending AS boolean) AND e.source IS NULL
+    WHERE (SELECT CAST(:pending AS boolean)) AND e.source IS NULL
     AND e.kind IN ('execution_error', 'found_by_reconcile', 'found_by_hook')
     AND e.id = ANY(ARRAY(SELECT id FROM n8n_errors WHERE execution_id <> ''
       AND execution_id = ANY(CAST((SELECT ids FROM ids) AS text[]))
