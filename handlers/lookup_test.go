@@ -40,7 +40,7 @@ func lookupServerAt(t *testing.T, dialect string, now func() time.Time) *server 
 		w.Write([]byte(`{"orders":[]}`))
 	}))
 	t.Cleanup(crm.Close)
-	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), Now: now,
+	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), ServeMetrics: true, Now: now,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
 	withUI(&cfg, nil)
 	cfg.Store = audittest.Open(t, dialect, store.Options{Metrics: cfg.Metrics})
@@ -72,6 +72,9 @@ func TestLookupAPI(t *testing.T) {
 			res["actor"] != "alice" ||
 			res["crm_url"] != "https://crm.example.com/o?id=found%2F1" {
 			t.Fatalf("%d %v", code, res)
+		}
+		if n := s.scrape(t, `retryaudit_crm_lookups_total{result="found",source="shop"}`); n != 1 {
+			t.Errorf("retryaudit_crm_lookups_total{result=\"found\",source=\"shop\"} is %v, want 1", n)
 		}
 		_, after := s.call(t, "GET", "/v1/events/shop/found%2F1", nil)
 		if after["version"] != before["version"] {

@@ -107,9 +107,9 @@ func (f *retryN8N) total() int {
 func newRetryServer(t *testing.T, dialect string, edit ...func(*handlers.Config, *store.Options)) (*server, *retryN8N) {
 	f := newRetryN8N(t)
 	client := n8n.New(f.URL+"/api/v1", "key", nil)
-	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(),
+	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), ServeMetrics: true,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
-	opts := store.Options{Lookup: client}
+	opts := store.Options{Lookup: client, Metrics: cfg.Metrics}
 	withUI(&cfg, &opts)
 	for _, e := range edit {
 		e(&cfg, &opts)
@@ -247,6 +247,9 @@ func TestRetryAPI(t *testing.T) {
 			d, _ := s.store.Event(context.Background(), "shop", "o1")
 			if d.Status != audit.StatusDone || f.total() != 1 {
 				t.Errorf("the entry is %s after %d retries", d.Status, f.total())
+			}
+			if n := s.scrape(t, `retryaudit_retries_total{result="succeeded"}`); n != 1 {
+				t.Errorf("retryaudit_retries_total{result=\"succeeded\"} is %v, want 1", n)
 			}
 		})
 		t.Run("bulk: bad filters are 422 naming the field, nothing sent", func(t *testing.T) {

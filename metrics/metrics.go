@@ -23,6 +23,9 @@ type Metrics struct {
 	alerts        *prometheus.CounterVec
 	lookups       *prometheus.CounterVec
 	lookupSeconds prometheus.Histogram
+	crmLookups    *prometheus.CounterVec
+	crmSeconds    prometheus.Histogram
+	retries       *prometheus.CounterVec
 	batchSize     *prometheus.HistogramVec
 	shedTotal     *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
@@ -55,6 +58,17 @@ func New() *Metrics {
 			Name: "retryaudit_n8n_api_lookup_duration_seconds", Help: "Latency of calls to n8n's public API.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
+		crmLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_crm_lookups_total", Help: "CRM lookups people ran, by source and answer (found, not_found, error).",
+		}, []string{"source", "result"}),
+		crmSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "retryaudit_crm_lookup_duration_seconds", Help: "How long the CRM took to answer a lookup.",
+			Buckets: []float64{.025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryaudit_retries_total",
+			Help: "Retries asked of n8n for people, one or in bulk, by n8n's answer (succeeded, failed, refused, no_answer).",
+		}, []string{"result"}),
 		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "retryaudit_batch_size", Help: "Requests committed together in one transaction, by kind.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
@@ -76,7 +90,8 @@ func New() *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method", "status"}),
 	}
-	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.batchSize,
+	m.Registry.MustRegister(m.claims, m.outcomes, m.errors, m.alerts, m.lookups, m.lookupSeconds, m.crmLookups,
+		m.crmSeconds, m.retries, m.batchSize,
 		m.shedTotal, m.skipped, m.statements, m.HTTP,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -144,5 +159,21 @@ func (m *Metrics) LookedUp(result string, took time.Duration) {
 func (m *Metrics) ReconcileSkipped(reason string, n int) {
 	if m != nil {
 		m.skipped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// CRMLookedUp counts one CRM lookup of a source, its answer and how long
+// the CRM took.
+func (m *Metrics) CRMLookedUp(source, result string, took time.Duration) {
+	if m != nil {
+		m.crmLookups.WithLabelValues(source, result).Inc()
+		m.crmSeconds.Observe(took.Seconds())
+	}
+}
+
+// Retried counts one retry asked of n8n, by n8n's answer.
+func (m *Metrics) Retried(result string) {
+	if m != nil {
+		m.retries.WithLabelValues(result).Inc()
 	}
 }

@@ -121,7 +121,9 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 	}
 	vals := map[string]string{"source": key.Source, "event_id": key.EventID, "item": item, "crm_ref": crmRef,
 		"idempotency_key": audit.IdempotencyKey(key.Source, key.EventID, item)}
+	start := time.Now()
 	rec.Result, rec.CRMRef, rec.Message = l.ask(ctx, cfg, vals)
+	l.store.Metrics().CRMLookedUp(key.Source, string(rec.Result), time.Since(start))
 	rec = rec.Stored(l.red)
 	if rec, err = l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
 		return Result{}, err

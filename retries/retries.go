@@ -454,6 +454,7 @@ func (r *Retrier) ask(ctx, wait context.Context, it item) (Result, error) {
 	default:
 		res.State, res.Message = "failed", fmt.Sprintf("n8n's retry %s of %s ended %s", x.ID, it.ExecutionID, x.Status)
 	}
+	r.cfg.Store.Metrics().Retried(res.State)
 	it.State, it.Reason, it.NewExecutionID, it.N8NStatus = res.State, res.Message, x.ID, x.Status
 	it.UpdatedAt = r.cfg.Now().UnixMilli()
 	if _, err := r.db.exec(context.WithoutCancel(ctx), itemSet, it); err != nil {
