@@ -48,14 +48,21 @@ type Lookups struct {
 	links   audit.Links
 	red     audit.Redactor
 	sources map[string]LookupConfig
+	slots   map[string]chan struct{} // by source: its CRM host's lookups at once
 	client  *http.Client
 	now     func() time.Time
 }
 
+// MaxLookupsAtOnce is how many lookups one CRM host gets at once, whatever
+// asks (a page, Slack, a script looping over events on the API): the next
+// waits for one to end, within its timeout, and is not sent when none does.
+const MaxLookupsAtOnce = 4
+
 // NewLookups checks every source's configuration (the error names the
 // source and the field) and prepares the HTTP client.
 func NewLookups(st *store.Store, links audit.Links, red audit.Redactor, configs []LookupConfig) (*Lookups, error) {
-	l := &Lookups{store: st, links: links, red: red, sources: map[string]LookupConfig{}, now: time.Now,
+	l := &Lookups{store: st, links: links, red: red, sources: map[string]LookupConfig{}, slots: map[string]chan struct{}{},
+		now: time.Now,
 		client: &http.Client{CheckRedirect: n8n.CheckRedirect, Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -64,11 +71,17 @@ func NewLookups(st *store.Store, links audit.Links, red audit.Redactor, configs 
 			MaxIdleConnsPerHost:   2,
 			IdleConnTimeout:       time.Minute,
 		}}}
+	hosts := map[string]chan struct{}{}
 	for _, c := range configs {
 		if field, err := c.Check(); err != nil {
 			return nil, fmt.Errorf("people: CRM lookup of %s: %s: %w", c.Source, field, err)
 		}
 		l.sources[c.Source] = c
+		u, _ := url.Parse(c.URL) // Check parsed it
+		if hosts[u.Host] == nil {
+			hosts[u.Host] = make(chan struct{}, MaxLookupsAtOnce)
+		}
+		l.slots[c.Source] = hosts[u.Host]
 	}
 	return l, nil
 }
@@ -145,6 +158,13 @@ func (l *Lookups) result(r audit.LookupRecord, at time.Time, version int64) Resu
 func (l *Lookups) ask(ctx context.Context, cfg LookupConfig, vals map[string]string) (result, ref, message string) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	select {
+	case l.slots[cfg.Source] <- struct{}{}:
+		defer func() { <-l.slots[cfg.Source] }()
+	case <-ctx.Done():
+		return audit.LookupError, "", fmt.Sprintf("not sent: %d lookups of this CRM were running and none ended within %s",
+			MaxLookupsAtOnce, cfg.Timeout)
+	}
 	var body io.Reader
 	if cfg.Body != "" {
 		body = strings.NewReader(expand(cfg.Body, vals, jsonEscape, jsonEscape))

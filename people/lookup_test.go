@@ -2,9 +2,11 @@ package people_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +265,99 @@ func TestLookupPOST(t *testing.T) {
 	if g := <-got; g != want {
 		t.Errorf("the CRM got %s\nwant %s", g, want)
 	}
+}
+
+// TestLookupsAtOnce: one CRM host gets MaxLookupsAtOnce lookups at once,
+// however many are asked together (two sources on one host share them);
+// one that finds no free slot within its timeout is recorded as not sent.
+func TestLookupsAtOnce(t *testing.T) {
+	st := audittest.Open(t, "sqlite", store.Options{})
+	var (
+		mu            sync.Mutex
+		running, most int
+		release       = make(chan struct{})
+		releaseOnce   sync.Once
+		inFlight      = make(chan struct{}, 16) // a request reached the CRM
+	)
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	crm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		inFlight <- struct{}{}
+		if strings.HasPrefix(r.URL.Path, "/held") {
+			<-release
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		w.Write([]byte(`{"data":[{"reference":"CRM-1"}]}`))
+	}))
+	t.Cleanup(crm.Close)
+	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{
+		{Source: "shop", URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference", Timeout: 5 * time.Second},
+		{Source: "held", URL: crm.URL + "/held?ref={event_id}", Found: "data.0", Ref: "data.0.reference", Timeout: 5 * time.Second},
+		{Source: "eager", URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference",
+			Timeout: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	who := people.Who{Name: "alice", Via: audit.ViaAPI}
+	for _, src := range []string{"shop", "held", "eager"} {
+		for i := range 10 {
+			if _, err := st.Claim(ctx, audit.ClaimRequest{Source: src, EventID: fmt.Sprint("e", i), ExecutionID: "1",
+				WorkflowID: "wf"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	results := make(chan people.Result, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			res, err := l.Run(ctx, audit.EventKey{Source: "shop", EventID: fmt.Sprint("e", i)}, who)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		})
+	}
+	wg.Wait()
+	close(results)
+	for res := range results {
+		if res.Outcome != audit.LookupFound {
+			t.Errorf("%s: %s %q", res.EventID, res.Outcome, res.Message)
+		}
+	}
+	if most > people.MaxLookupsAtOnce {
+		t.Errorf("the CRM had %d lookups at once, want at most %d", most, people.MaxLookupsAtOnce)
+	}
+	for len(inFlight) > 0 {
+		<-inFlight
+	}
+
+	// Every slot of the host held by another source: a lookup waits its
+	// timeout and is not sent.
+	for i := range people.MaxLookupsAtOnce {
+		wg.Go(func() { l.Run(ctx, audit.EventKey{Source: "held", EventID: fmt.Sprint("e", i)}, who) })
+	}
+	for range people.MaxLookupsAtOnce {
+		<-inFlight
+	}
+	res, err := l.Run(ctx, audit.EventKey{Source: "eager", EventID: "e1"}, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != audit.LookupError || !strings.Contains(res.Message, "not sent: 4 lookups of this CRM were running") ||
+		len(inFlight) > 0 {
+		t.Errorf("with every slot held: %s %q (%d reached the CRM)", res.Outcome, res.Message, len(inFlight))
+	}
+	free()
+	wg.Wait()
 }
