@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -79,7 +80,9 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 		h.auditLogCSV(c, f, h.fail)
 		return
 	}
-	page, err := people.Read(c.Request.Context(), h.store, f)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), h.apiTimeLimit())
+	defer cancel()
+	page, err := people.Read(ctx, h.store, f)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -100,22 +103,25 @@ func (h *Handler) auditLogAPI(c *gin.Context) {
 
 // auditLogCSV answers the log as CSV, as a file: with limit, that many
 // entries and the cursor of the rest in X-Next-Cursor; without, every
-// entry the filters select, streamed. An error before the first row is
-// answered as one; a read that fails later aborts the response, so that a
-// cut file never arrives as a whole one.
+// entry the filters select, streamed, each read of 1,000 within the API's
+// timeout and each write within a minute, however long the whole takes.
+// An error before the first row is answered as one; a read that fails
+// later aborts the response, so that a cut file never arrives as a whole
+// one.
 func (h *Handler) auditLogCSV(c *gin.Context, f people.LogFilter, fail func(*gin.Context, error)) {
 	var page bytes.Buffer
 	w := io.Writer(&page)
-	stream := &csvStream{c: c}
+	stream := &csvStream{c: c, rc: http.NewResponseController(c.Writer)}
 	if f.Limit == 0 {
 		w = stream
 	}
-	next, err := people.Export(c.Request.Context(), h.store, f, w)
+	next, err := people.Export(c.Request.Context(), h.store, f, w, h.apiTimeLimit())
 	switch {
 	case err != nil && !stream.started:
 		fail(c, err)
 	case err != nil:
-		h.log.Warn("the audit log's CSV was cut short", "err", err)
+		h.log.Warn("the audit log's CSV was cut short: the connection is closed so that it cannot pass as whole",
+			"err", err)
 		panic(http.ErrAbortHandler)
 	default:
 		if next != "" {
@@ -125,9 +131,12 @@ func (h *Handler) auditLogCSV(c *gin.Context, f people.LogFilter, fail func(*gin
 	}
 }
 
-// csvStream sends the CSV file's headers with its first bytes.
+// csvStream sends the CSV file's headers with its first bytes, and gives
+// every write a minute of its own (the server's write timeout bounds a
+// whole response).
 type csvStream struct {
 	c       *gin.Context
+	rc      *http.ResponseController
 	started bool
 }
 
@@ -138,6 +147,7 @@ func (w *csvStream) Write(p []byte) (int, error) {
 		w.c.Header("Content-Type", "text/csv; charset=utf-8")
 		w.c.Status(http.StatusOK)
 	}
+	w.rc.SetWriteDeadline(time.Now().Add(time.Minute)) // not supported: the server's timeout stands
 	return w.c.Writer.Write(p)
 }
 

@@ -109,14 +109,14 @@ func newRetryServer(t *testing.T, dialect string, edit ...func(*handlers.Config,
 	client := n8n.New(f.URL+"/api/v1", "key", nil)
 	cfg := handlers.Config{Token: testToken, MaxBody: 1 << 20, Metrics: metrics.New(), ServeMetrics: true,
 		Links: audit.Links{BaseURL: "http://retryaudit.test"}}
-	opts := store.Options{Lookup: client, Metrics: cfg.Metrics}
+	opts := store.Options{Lookup: client}
 	withUI(&cfg, &opts)
 	for _, e := range edit {
 		e(&cfg, &opts)
 	}
 	cfg.Store = audittest.Open(t, dialect, opts)
 	f.store = cfg.Store
-	cfg.Retrier = retries.New(retries.Config{Store: cfg.Store, N8N: client, Rate: 6000, InFlight: 2})
+	cfg.Retrier = retries.New(retries.Config{Store: cfg.Store, N8N: client, Rate: 6000, InFlight: 2, Metrics: cfg.Metrics})
 	s := startServer(t, cfg)
 	t.Cleanup(cfg.Retrier.Close) // no run outlives its test
 	return s, f

@@ -59,7 +59,7 @@ func New() *Metrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
 		crmLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retryaudit_crm_lookups_total", Help: "CRM lookups people ran, by source and answer (found, not_found, error).",
+			Name: "retryaudit_crm_lookups_total", Help: "CRM lookups people ran, by source and answer (found, not_found, error, not_sent).",
 		}, []string{"source", "result"}),
 		crmSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "retryaudit_crm_lookup_duration_seconds", Help: "How long the CRM took to answer a lookup.",
@@ -162,12 +162,15 @@ func (m *Metrics) ReconcileSkipped(reason string, n int) {
 	}
 }
 
-// CRMLookedUp counts one CRM lookup of a source, its answer and how long
-// the CRM took.
+// CRMLookedUp counts one CRM lookup of a source, its answer (found,
+// not_found, error, or not_sent when it found no free slot) and, when it
+// was sent, how long the CRM took.
 func (m *Metrics) CRMLookedUp(source, result string, took time.Duration) {
 	if m != nil {
 		m.crmLookups.WithLabelValues(source, result).Inc()
-		m.crmSeconds.Observe(took.Seconds())
+		if result != "not_sent" {
+			m.crmSeconds.Observe(took.Seconds())
+		}
 	}
 }
 

@@ -158,22 +158,23 @@ func (t *dbTime) parse(s string) error {
 func (t dbTime) Value() (driver.Value, error) { return t.Time, nil }
 
 // Export writes every entry f selects as CSV with a header, newest first,
-// from f.Cursor on, reading 1,000 at a time; with f.Limit, one page of
-// that many, and the cursor of the rest ("" when nothing is left). Nothing
+// from f.Cursor on, reading 1,000 at a time, each read within perPage (0:
+// ctx's deadline only); with f.Limit, one page of that many, and the
+// cursor of the rest ("" when nothing is left). Nothing
 // is written before the first read answered, so that its error can still
 // be answered as an error; a later read's error is returned after what was
 // written, and the caller must not let the cut file pass as whole. A cell
 // a spreadsheet would read as a formula (starting with = + - @, a tab or a
 // carriage return) is prefixed with a quote: names, notes and event ids
 // come from people and senders.
-func Export(ctx context.Context, st *store.Store, f LogFilter, w io.Writer) (next string, err error) {
+func Export(ctx context.Context, st *store.Store, f LogFilter, w io.Writer, perPage time.Duration) (next string, err error) {
 	whole := f.Limit == 0
 	if whole {
 		f.Limit = 1000
 	}
 	var cw *csv.Writer
 	for {
-		page, err := Read(ctx, st, f)
+		page, err := readWithin(ctx, st, f, perPage)
 		if err != nil {
 			if cw != nil {
 				cw.Flush()
@@ -202,6 +203,15 @@ func Export(ctx context.Context, st *store.Store, f LogFilter, w io.Writer) (nex
 		}
 		f.Cursor = page.Next
 	}
+}
+
+func readWithin(ctx context.Context, st *store.Store, f LogFilter, d time.Duration) (LogPage, error) {
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	return Read(ctx, st, f)
 }
 
 func safeCell(s string) string {

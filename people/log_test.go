@@ -113,7 +113,7 @@ func TestLog(t *testing.T) {
 		})
 		t.Run("CSV cells cannot become formulas", func(t *testing.T) {
 			var b bytes.Buffer
-			if next, err := people.Export(ctx, st, people.LogFilter{}, &b); err != nil || next != "" {
+			if next, err := people.Export(ctx, st, people.LogFilter{}, &b, 0); err != nil || next != "" {
 				t.Fatal(next, err)
 			}
 			rows, err := csv.NewReader(&b).ReadAll()
@@ -141,7 +141,7 @@ func TestLog(t *testing.T) {
 			rows := func(f people.LogFilter) ([][]string, string) {
 				t.Helper()
 				var b bytes.Buffer
-				next, err := people.Export(ctx, st, f, &b)
+				next, err := people.Export(ctx, st, f, &b, time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestLog(t *testing.T) {
 			if len(first) != 1000 || next == "" || len(rest) != 207 || last != "" {
 				t.Errorf("limit 1000: %d rows, then %d from its cursor (last %q)", len(first), len(rest), last)
 			}
-			if _, err := people.Export(ctx, st, people.LogFilter{Limit: 5000}, &bytes.Buffer{}); audit.ErrorCode(err) != audit.CodeInvalid {
+			if _, err := people.Export(ctx, st, people.LogFilter{Limit: 5000}, &bytes.Buffer{}, 0); audit.ErrorCode(err) != audit.CodeInvalid {
 				t.Errorf("limit 5000: %v", err)
 			}
 		})

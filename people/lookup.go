@@ -19,6 +19,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/metrics"
 	"github.com/retryaudit/retryaudit/n8n"
 )
 
@@ -49,6 +50,7 @@ type Lookups struct {
 	red     audit.Redactor
 	sources map[string]LookupConfig
 	slots   map[string]chan struct{} // by source: its CRM host's lookups at once
+	metrics *metrics.Metrics
 	client  *http.Client
 	now     func() time.Time
 }
@@ -59,10 +61,11 @@ type Lookups struct {
 const MaxLookupsAtOnce = 4
 
 // NewLookups checks every source's configuration (the error names the
-// source and the field) and prepares the HTTP client.
-func NewLookups(st *store.Store, links audit.Links, red audit.Redactor, configs []LookupConfig) (*Lookups, error) {
+// source and the field) and prepares the HTTP client; m (nil for none)
+// counts the lookups.
+func NewLookups(st *store.Store, links audit.Links, red audit.Redactor, m *metrics.Metrics, configs []LookupConfig) (*Lookups, error) {
 	l := &Lookups{store: st, links: links, red: red, sources: map[string]LookupConfig{}, slots: map[string]chan struct{}{},
-		now: time.Now,
+		metrics: m, now: time.Now,
 		client: &http.Client{CheckRedirect: n8n.CheckRedirect, Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -77,11 +80,11 @@ func NewLookups(st *store.Store, links audit.Links, red audit.Redactor, configs 
 			return nil, fmt.Errorf("people: CRM lookup of %s: %s: %w", c.Source, field, err)
 		}
 		l.sources[c.Source] = c
-		u, _ := url.Parse(c.URL) // Check parsed it
-		if hosts[u.Host] == nil {
-			hosts[u.Host] = make(chan struct{}, MaxLookupsAtOnce)
+		host := crmHost(c.URL)
+		if hosts[host] == nil {
+			hosts[host] = make(chan struct{}, MaxLookupsAtOnce)
 		}
-		l.slots[c.Source] = hosts[u.Host]
+		l.slots[c.Source] = hosts[host]
 	}
 	return l, nil
 }
@@ -134,9 +137,7 @@ func (l *Lookups) RunItem(ctx context.Context, key audit.EventKey, item string, 
 	}
 	vals := map[string]string{"source": key.Source, "event_id": key.EventID, "item": item, "crm_ref": crmRef,
 		"idempotency_key": audit.IdempotencyKey(key.Source, key.EventID, item)}
-	start := time.Now()
 	rec.Result, rec.CRMRef, rec.Message = l.ask(ctx, cfg, vals)
-	l.store.Metrics().CRMLookedUp(key.Source, string(rec.Result), time.Since(start))
 	rec = rec.Stored(l.red)
 	if rec, err = l.store.RecordLookup(context.WithoutCancel(ctx), rec); err != nil {
 		return Result{}, err
@@ -162,9 +163,15 @@ func (l *Lookups) ask(ctx context.Context, cfg LookupConfig, vals map[string]str
 	case l.slots[cfg.Source] <- struct{}{}:
 		defer func() { <-l.slots[cfg.Source] }()
 	case <-ctx.Done():
+		l.metrics.CRMLookedUp(cfg.Source, "not_sent", 0)
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return audit.LookupError, "", "not sent: the request was cancelled while it waited for the CRM"
+		}
 		return audit.LookupError, "", fmt.Sprintf("not sent: %d lookups of this CRM were running and none ended within %s",
 			MaxLookupsAtOnce, cfg.Timeout)
 	}
+	start := time.Now()
+	defer func() { l.metrics.CRMLookedUp(cfg.Source, result, time.Since(start)) }()
 	var body io.Reader
 	if cfg.Body != "" {
 		body = strings.NewReader(expand(cfg.Body, vals, jsonEscape, jsonEscape))
@@ -228,6 +235,21 @@ func (l *Lookups) ask(ctx context.Context, cfg LookupConfig, vals map[string]str
 		return audit.LookupFound, "", fmt.Sprintf("found, but the answer has no reference at %s", cfg.Ref)
 	}
 	return audit.LookupFound, ref, ""
+}
+
+// crmHost is the host a lookup's URL names, as a connection would reach
+// it: in lower case, with the scheme's port when none is written. Check
+// refused a URL that does not parse, or names no host.
+func crmHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // askError says why a request failed, without the URL's query (it may

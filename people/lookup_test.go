@@ -80,7 +80,7 @@ func TestLookup(t *testing.T) {
 		t.Cleanup(other.Close)
 		crm := fakeCRM(t, other.URL)
 		l, err := people.NewLookups(st, audit.Links{CRM: map[string]string{"shop": "https://crm.example/o/{crm_ref}"}},
-			n8n.Redactor{}, []people.LookupConfig{{Source: "shop", URL: crm.URL + "/orders?ref={event_id}",
+			n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop", URL: crm.URL + "/orders?ref={event_id}",
 				Token: "crm-secret", Found: "data.0", Ref: "data.0.reference", Timeout: time.Second, MaxBody: 64 << 10}})
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestLookup(t *testing.T) {
 		default:
 		}
 		t.Run("a 404 is not found where NOT_FOUND_STATUS says so", func(t *testing.T) {
-			l404, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+			l404, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop",
 				URL: crm.URL + "/orders?ref={event_id}", Token: "crm-secret", Found: "data.0", Ref: "data.0.reference",
 				NotFoundStatus: 404}})
 			if err != nil {
@@ -159,7 +159,7 @@ func TestLookup(t *testing.T) {
 			}
 		})
 		t.Run("FOUND inside a list's item: an empty list is an error", func(t *testing.T) {
-			deep, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+			deep, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop",
 				URL: crm.URL + "/orders?ref={event_id}", Token: "crm-secret", Ref: "data.0.reference"}})
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +180,7 @@ func TestLookup(t *testing.T) {
 				w.Write([]byte(`{"data":[]}`))
 			}))
 			t.Cleanup(crm.Close)
-			moving, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+			moving, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop",
 				URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference"}})
 			if err != nil {
 				t.Fatal(err)
@@ -248,7 +248,7 @@ func TestLookupPOST(t *testing.T) {
 		w.Write([]byte(`{"total":1,"items":[{"ref":4711}]}`))
 	}))
 	t.Cleanup(crm.Close)
-	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop",
 		URL: crm.URL + "/search/{source}", Method: "post", Body: `{"external_id":"{source}:{event_id}"}`,
 		Token: "k", TokenHeader: "X-Api-Key", Headers: map[string]string{"X-Tenant": "eu"}, Found: "total",
 		Ref: "items.0.ref"}})
@@ -298,7 +298,7 @@ func TestLookupsAtOnce(t *testing.T) {
 		w.Write([]byte(`{"data":[{"reference":"CRM-1"}]}`))
 	}))
 	t.Cleanup(crm.Close)
-	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{
+	l, err := people.NewLookups(st, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{
 		{Source: "shop", URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference", Timeout: 5 * time.Second},
 		{Source: "held", URL: crm.URL + "/held?ref={event_id}", Found: "data.0", Ref: "data.0.reference", Timeout: 5 * time.Second},
 		{Source: "eager", URL: crm.URL + "/orders?ref={event_id}", Found: "data.0", Ref: "data.0.reference",

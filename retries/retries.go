@@ -19,6 +19,7 @@ import (
 
 	"github.com/retryaudit/retryaudit/audit"
 	"github.com/retryaudit/retryaudit/audit/store"
+	"github.com/retryaudit/retryaudit/metrics"
 )
 
 // N8N is what a retry asks of n8n. Ids are the service's (qualified with
@@ -53,6 +54,7 @@ type Config struct {
 	// it answers "sent, waiting for its report": 45 seconds by default,
 	// below the server's write timeout (60 s).
 	AnswerWithin time.Duration
+	Metrics      *metrics.Metrics // counts the retries by n8n's answer; nil for none
 	Log          *slog.Logger
 	Now          func() time.Time
 }
@@ -454,7 +456,7 @@ func (r *Retrier) ask(ctx, wait context.Context, it item) (Result, error) {
 	default:
 		res.State, res.Message = "failed", fmt.Sprintf("n8n's retry %s of %s ended %s", x.ID, it.ExecutionID, x.Status)
 	}
-	r.cfg.Store.Metrics().Retried(res.State)
+	r.cfg.Metrics.Retried(res.State)
 	it.State, it.Reason, it.NewExecutionID, it.N8NStatus = res.State, res.Message, x.ID, x.Status
 	it.UpdatedAt = r.cfg.Now().UnixMilli()
 	if _, err := r.db.exec(context.WithoutCancel(ctx), itemSet, it); err != nil {

@@ -27,7 +27,7 @@ func TestLookUpInCRMFromSlack(t *testing.T) {
 		}))
 		t.Cleanup(crm.Close)
 		r := newRig(t, dialect)
-		l, err := people.NewLookups(r.store, audit.Links{}, n8n.Redactor{}, []people.LookupConfig{{Source: "shop",
+		l, err := people.NewLookups(r.store, audit.Links{}, n8n.Redactor{}, nil, []people.LookupConfig{{Source: "shop",
 			URL: crm.URL + "/orders?external_id={event_id}", Ref: "orders.0.reference", Found: "orders.0"}})
 		if err != nil {
 			t.Fatal(err)

@@ -215,14 +215,31 @@ ANALYZE webhook_events;
 		if generic < 3 {
 			t.Errorf("%s ran 8 times: %d generic plans, %d custom: PostgreSQL plans it for every batch", name, generic, custom)
 		}
-		var plan []string
-		if err := conn.SelectContext(ctx, &plan, "EXPLAIN "+q, args...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		plan := genericPlan(ctx, t, conn, q, len(args))
 		for _, step := range plan {
 			if strings.Contains(step, "Seq Scan on webhook_events") {
 				t.Errorf("%s reads every entry: %s\n%s", name, strings.TrimSpace(step), strings.Join(plan, "\n"))
 			}
 		}
 	}
+}
+
+// genericPlan is the plan PostgreSQL keeps for q (of params parameters)
+// once it stops planning it for each run.
+func genericPlan(ctx context.Context, t *testing.T, conn *sqlx.Conn, q string, params int) []string {
+	t.Helper()
+	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, `RESET plan_cache_mode`)
+	if _, err := conn.ExecContext(ctx, "PREPARE generic AS "+q); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, `DEALLOCATE generic`)
+	var plan []string
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ")
+	if err := conn.SelectContext(ctx, &plan, "EXPLAIN EXECUTE generic("+nulls+")"); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

@@ -265,11 +265,6 @@ func (s *Store) Where() string { return s.where }
 // DB returns the connection pool, for tests and for the self-check.
 func (s *Store) DB() *sqlx.DB { return s.db }
 
-// Metrics returns the service's metrics the store counts into (nil when
-// none were given): what works beside the store (lookups, retries) counts
-// there too.
-func (s *Store) Metrics() *metrics.Metrics { return s.metrics }
-
 // Wakeups delivers a value after a commit that wrote to the outbox, so that
 // the worker sends without waiting for its next poll.
 func (s *Store) Wakeups() <-chan struct{} { return s.wake }

@@ -83,7 +83,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		return nil, err
 	}
 	rc := retries.Config{Store: a.store, Rate: cfg.RetryRate, InFlight: cfg.RetryInFlight, Owner: a.owner,
-		Log: log.With("component", "retries")}
+		Metrics: m, Log: log.With("component", "retries")}
 	apis := &lookupByInstance{clients: map[string]*n8n.Client{audit.DefaultInstance: a.n8n}, links: a.links("")}
 	for name, c := range a.others {
 		apis.clients[name] = c
@@ -94,7 +94,7 @@ func openApp(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metri
 		}
 	}
 	a.retrier = retries.New(rc)
-	if a.lookups, err = people.NewLookups(a.store, a.links(""), n8n.Redactor{}, cfg.CRMLookups); err != nil {
+	if a.lookups, err = people.NewLookups(a.store, a.links(""), n8n.Redactor{}, m, cfg.CRMLookups); err != nil {
 		a.store.Close()
 		return nil, err
 	}
