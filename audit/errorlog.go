@@ -11,28 +11,28 @@ type EventKey struct {
 	EventID string `db:"event_id" json:"event_id"`
 }
 
-// N8NErrorRecord is an error the service received (or found), as stored.
+// N8NErrorRecord is an error the service received (or found), as kept.
 type N8NErrorRecord struct {
-	ID               int64          `db:"id"`
-	DedupeKey        string         `db:"dedupe_key"`
-	ReceivedAt       time.Time      `db:"received_at"`
-	Kind             string         `db:"kind"`
-	ExecutionID      string         `db:"execution_id"`
-	RetryOf          string         `db:"retry_of"`
-	Root             string         `db:"root_execution_id"`
-	WorkflowID       string         `db:"workflow_id"`
-	WorkflowName     string         `db:"workflow_name"`
-	Mode             string         `db:"mode"`
-	Node             string         `db:"node"`
-	Message          string         `db:"message"`
-	HTTPCode         string         `db:"http_code"`
-	URL              string         `db:"n8n_url"`
-	Payload          string         `db:"payload"`
-	PayloadTruncated bool           `db:"payload_truncated"`
-	PayloadDropped   bool           `db:"payload_dropped"`
-	Note             string         `db:"intake_note"`
-	LinkedSource     sql.NullString `db:"source"`
-	LinkedEventID    sql.NullString `db:"event_id"`
+	ID               int64
+	DedupeKey        string
+	ReceivedAt       time.Time
+	Kind             string
+	ExecutionID      string
+	RetryOf          string
+	Root             string
+	WorkflowID       string
+	WorkflowName     string
+	Mode             string
+	Node             string
+	Message          string
+	HTTPCode         string
+	URL              string
+	Payload          string
+	PayloadTruncated bool
+	PayloadDropped   bool
+	Note             string
+	LinkedSource     sql.NullString
+	LinkedEventID    sql.NullString
 }
 
 // Linked returns the event the error belongs to, if any.

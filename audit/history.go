@@ -29,26 +29,26 @@ const (
 
 // HistoryLine is one thing that happened to an event.
 type HistoryLine struct {
-	ID           int64     `db:"id" json:"id"`
-	Source       string    `db:"source" json:"-"`
-	EventID      string    `db:"event_id" json:"-"`
-	Item         string    `db:"item" json:"item,omitempty"`
-	At           time.Time `db:"at" json:"at"`
-	Kind         string    `db:"kind" json:"kind"`
-	ExecutionID  string    `db:"execution_id" json:"execution_id,omitempty"`
-	RetryOf      string    `db:"retry_of" json:"retry_of,omitempty"`
-	WorkflowID   string    `db:"workflow_id" json:"workflow_id,omitempty"`
-	WorkflowName string    `db:"workflow_name" json:"workflow_name,omitempty"`
-	Node         string    `db:"node" json:"node,omitempty"`
-	Decision     string    `db:"decision" json:"decision,omitempty"`
-	Delivery     string    `db:"delivery" json:"delivery,omitempty"`
-	Class        string    `db:"class" json:"redelivery_class,omitempty"`
-	Status       string    `db:"status" json:"status,omitempty"`
-	Actor        string    `db:"actor" json:"actor,omitempty"`
-	Message      string    `db:"message" json:"message,omitempty"`
-	CRMRef       string    `db:"crm_ref" json:"crm_ref,omitempty"`
-	ErrorID      *int64    `db:"error_id" json:"error_id,omitempty"`
+	ID           int64     `json:"id"`
+	Source       string    `json:"-"`
+	EventID      string    `json:"-"`
+	Item         string    `json:"item,omitempty"`
+	At           time.Time `json:"at"`
+	Kind         string    `json:"kind"`
+	ExecutionID  string    `json:"execution_id,omitempty"`
+	RetryOf      string    `json:"retry_of,omitempty"`
+	WorkflowID   string    `json:"workflow_id,omitempty"`
+	WorkflowName string    `json:"workflow_name,omitempty"`
+	Node         string    `json:"node,omitempty"`
+	Decision     string    `json:"decision,omitempty"`
+	Delivery     string    `json:"delivery,omitempty"`
+	Class        string    `json:"redelivery_class,omitempty"`
+	Status       string    `json:"status,omitempty"`
+	Actor        string    `json:"actor,omitempty"`
+	Message      string    `json:"message,omitempty"`
+	CRMRef       string    `json:"crm_ref,omitempty"`
+	ErrorID      *int64    `json:"error_id,omitempty"`
 	// Version is the event's version after the line (0 for lines written
 	// before versions were kept).
-	Version int64 `db:"version" json:"version,omitempty"`
+	Version int64 `json:"version,omitempty"`
 }

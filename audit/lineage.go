@@ -32,26 +32,10 @@ type ExecutionLookup interface {
 	Execution(ctx context.Context, id string) (N8NExecution, error)
 }
 
-// Execution is an n8n execution as the service knows it.
-type Execution struct {
-	ID           string `db:"execution_id" json:"execution_id"`
-	WorkflowID   string `db:"workflow_id" json:"workflow_id,omitempty"`
-	WorkflowName string `db:"workflow_name" json:"workflow_name,omitempty"`
-	Mode         string `db:"mode" json:"mode,omitempty"`
-	RetryOf      string `db:"retry_of" json:"retry_of,omitempty"`
-	// ClaimedRetryOf is a retry_of a client sent that n8n did not confirm.
-	ClaimedRetryOf string    `db:"claimed_retry_of" json:"claimed_retry_of,omitempty"`
-	Root           string    `db:"root_execution_id" json:"root_execution_id"`
-	URL            string    `db:"n8n_url" json:"n8n_url,omitempty"`
-	Note           string    `db:"lineage_note" json:"lineage_note,omitempty"`
-	FirstSeenAt    time.Time `db:"first_seen_at" json:"first_seen_at"`
-	LastSeenAt     time.Time `db:"last_seen_at" json:"last_seen_at"`
-}
-
 // TouchedEvent is an event an execution touched, and how.
 type TouchedEvent struct {
 	EventKey
-	Role     string    `db:"role"`
-	Delivery string    `db:"delivery"`
-	At       time.Time `db:"first_seen_at"`
+	Role     string
+	Delivery Delivery
+	At       time.Time
 }

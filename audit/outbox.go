@@ -20,32 +20,32 @@ const (
 
 // OutboxRow is one message to send.
 type OutboxRow struct {
-	ID         int64         `db:"id"`
-	CreatedAt  time.Time     `db:"created_at"`
-	DueAt      time.Time     `db:"due_at"`
-	ThreadKey  string        `db:"thread_key"`
-	Kind       string        `db:"kind"`
-	Source     string        `db:"source"`
-	EventID    string        `db:"event_id"`
-	ErrorID    sql.NullInt64 `db:"error_id"`
-	Payload    string        `db:"payload"`
-	State      string        `db:"state"`
-	Attempts   int           `db:"attempts"`
-	LastError  string        `db:"last_error"`
-	SentAt     sql.NullTime  `db:"sent_at"`
-	LeaseOwner string        `db:"lease_owner"`
+	ID         int64
+	CreatedAt  time.Time
+	DueAt      time.Time
+	ThreadKey  string
+	Kind       string
+	Source     string
+	EventID    string
+	ErrorID    sql.NullInt64
+	Payload    string
+	State      string
+	Attempts   int
+	LastError  string
+	SentAt     sql.NullTime
+	LeaseOwner string
 	// Destination and MessageID say where the notifier posted the message
 	// and its id there, in the notifier's own terms.
-	Destination string `db:"channel"`
-	MessageID   string `db:"ts"`
+	Destination string
+	MessageID   string
 	// AttemptedBy names the worker that last attempted the row.
-	AttemptedBy string `db:"attempted_by"`
+	AttemptedBy string
 	// FirstAttemptAt is when the first attempt began.
-	FirstAttemptAt sql.NullTime `db:"first_attempt_at"`
+	FirstAttemptAt sql.NullTime
 	// MaybeSent says that the notifier may have posted the message already: an
 	// attempt ended in a timeout or a reset connection, or the worker that
 	// leased the row died with it.
-	MaybeSent bool `db:"maybe_sent"`
+	MaybeSent bool
 }
 
 // Alert decodes the row's payload.

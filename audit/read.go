@@ -1,67 +1,36 @@
 package audit
 
 import (
-	"database/sql"
 	"encoding/base64"
 	"strings"
 	"time"
 )
 
-// Event is a ledger entry: one row of webhook_events.
+// Event is a ledger entry as the pages read it: the entry, and what the
+// read adds.
 type Event struct {
-	Source            string       `db:"source"`
-	EventID           string       `db:"event_id"`
-	Status            Status       `db:"status"`
-	CreatedAt         time.Time    `db:"created_at"`
-	UpdatedAt         time.Time    `db:"updated_at"` // when it entered its status
-	LastSeenAt        time.Time    `db:"last_seen_at"`
-	HolderExecutionID string       `db:"holder_execution_id"`
-	Deliveries        int          `db:"deliveries"`
-	ItemCount         int          `db:"item_count"`
-	Fingerprint       string       `db:"fingerprint"`
-	CRMRef            string       `db:"crm_ref"`
-	ReviewReason      string       `db:"review_reason"`
-	StaleAlertedAt    sql.NullTime `db:"stale_alerted_at"`
-	// Version changes with every transition: a person's form carries it.
-	Version int64 `db:"version"`
-	// ResolvedBy is the person whose resolution settled it last.
-	ResolvedBy  string `db:"resolved_by"`
-	NeedsReview bool   `db:"needs_review"`
+	Entry
+	// NeedsReview: it waits for a person, for its review reason or because
+	// it has been processing longer than the review delay (the entry's own
+	// NeedsReview knows only the reason).
+	NeedsReview bool
 	// LastNews is the latest error, outcome or stale note, read for the
 	// review queue only.
-	LastNews string `db:"last_news"`
+	LastNews string
 }
 
-// Item is one item of a multi-item event.
-type Item struct {
-	Item              string    `db:"item"`
-	Status            Status    `db:"status"`
-	HolderExecutionID string    `db:"holder_execution_id"`
-	CRMRef            string    `db:"crm_ref"`
-	ReviewReason      string    `db:"review_reason"`
-	CreatedAt         time.Time `db:"created_at"`
-	UpdatedAt         time.Time `db:"updated_at"`
-	Version           int64     `db:"version"`
-	ResolvedBy        string    `db:"resolved_by"`
-}
-
-// EventExecution is an execution that touched an event, and how.
+// EventExecution is an execution that touched an event, and how: its
+// presence on the event, first made at TouchedAt.
 type EventExecution struct {
-	Execution
-	Role     string `db:"role"`
-	Delivery string `db:"delivery"`
-	Acted    bool   `db:"acted"` // it was told to process the event at least once
-	// DeliveryID and Class: the sender's delivery id it came with, and why
-	// it presented a known key.
-	DeliveryID string    `db:"delivery_id"`
-	Class      string    `db:"class"`
-	TouchedAt  time.Time `db:"touched_at"`
+	Exec
+	Presence  Presence
+	TouchedAt time.Time
 }
 
 // EventDetail is everything known about one event.
 type EventDetail struct {
 	Event
-	Items []Item
+	Items []Entry
 	// History is one page of the event's lines: the newest ones older than
 	// the page's cursor, oldest first. HistoryNext continues before it (0
 	// on the last page); HistoryCounts counts every line by kind.

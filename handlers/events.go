@@ -107,8 +107,8 @@ type alertJSON struct {
 func (h *Handler) eventJSON(e audit.Event) eventJSON {
 	return eventJSON{
 		Source: e.Source, EventID: e.EventID, Status: e.Status, NeedsReview: e.NeedsReview,
-		ReviewReason: e.ReviewReason, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, LastSeenAt: e.LastSeenAt,
-		HolderExecutionID: e.HolderExecutionID, Deliveries: e.Deliveries,
+		ReviewReason: e.Review, CreatedAt: e.Created, UpdatedAt: e.Since, LastSeenAt: e.LastSeen,
+		HolderExecutionID: e.Holder, Deliveries: e.Deliveries,
 		IdempotencyKey: audit.IdempotencyKey(e.Source, e.EventID, ""), Fingerprint: e.Fingerprint,
 		CRMRef: e.CRMRef, EventURL: h.links.Event(e.Source, e.EventID),
 		CRMURL: h.links.CRMOrder(e.Source, e.EventID, "", e.CRMRef), Version: e.Version, ResolvedBy: e.ResolvedBy,
@@ -141,14 +141,14 @@ func (h *Handler) getEvent(c *gin.Context) {
 		out.HistoryNext = strconv.FormatInt(d.HistoryNext, 10)
 	}
 	for _, it := range d.Items {
-		out.Items = append(out.Items, itemJSON{Item: it.Item, Status: it.Status, HolderExecutionID: it.HolderExecutionID,
-			CRMRef: it.CRMRef, ReviewReason: it.ReviewReason, UpdatedAt: it.UpdatedAt, Version: it.Version,
+		out.Items = append(out.Items, itemJSON{Item: it.Item, Status: it.Status, HolderExecutionID: it.Holder,
+			CRMRef: it.CRMRef, ReviewReason: it.Review, UpdatedAt: it.Since, Version: it.Version,
 			IdempotencyKey: audit.IdempotencyKey(source, eventID, it.Item)})
 	}
 	for _, x := range d.Executions {
 		out.Executions = append(out.Executions, executionJSON{ExecutionID: x.ID, WorkflowID: x.WorkflowID,
-			WorkflowName: x.WorkflowName, Mode: x.Mode, RetryOf: x.RetryOf, Root: x.Root, Role: x.Role,
-			Delivery: x.Delivery, Class: x.Class, DeliveryID: x.DeliveryID, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID),
+			WorkflowName: x.WorkflowName, Mode: x.Mode, RetryOf: x.RetryOf, Root: x.Root, Role: x.Presence.Role,
+			Delivery: string(x.Presence.Delivery), Class: string(x.Presence.Class), DeliveryID: x.Presence.DeliveryID, N8NURL: h.links.N8NExecution(x.WorkflowID, x.ID),
 			ReportedURL: x.URL, Note: x.Note})
 	}
 	for _, e := range d.Errors {

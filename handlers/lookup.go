@@ -161,13 +161,13 @@ func (h *Handler) lookupFor(ctx context.Context, ev audit.Event, resolvable bool
 		return v, err
 	}
 	v.Result = &res
-	v.Changed = res.Version != ev.Version || res.At.Before(ev.UpdatedAt)
+	v.Changed = res.Version != ev.Version || res.At.Before(ev.Since)
 	v.Old = !v.Changed && h.cfg.Now().Sub(res.At) > lookupFresh
 	if !resolvable || v.Changed || v.Old || res.Outcome == audit.LookupError {
 		return v, nil
 	}
 	when := res.At.UTC().Format(time.RFC3339)
-	f := &formView{Path: path, Holder: ev.HolderExecutionID, Version: ev.Version, Confirm: !ev.NeedsReview}
+	f := &formView{Path: path, Holder: ev.Holder, Version: ev.Version, Confirm: !ev.NeedsReview}
 	if res.Found() {
 		f.To, f.CRMRef = string(audit.StatusDone), res.CRMRef
 		f.Note = "Found" + refWords(res.CRMRef) + " in the CRM (lookup by " + res.Actor + " at " + when + ")"

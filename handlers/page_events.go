@@ -97,7 +97,7 @@ type evidenceRow struct {
 }
 
 type itemRow struct {
-	audit.Item
+	audit.Entry
 	IdemKey     string
 	CRMURL      string
 	Resolvable  bool
@@ -205,7 +205,7 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	retryOf := map[string]string{}
 	for _, x := range d.Executions {
 		retryOf[x.ID] = x.RetryOf
-		if x.ID == d.HolderExecutionID {
+		if x.ID == d.Holder {
 			data.HolderN8N = h.links.N8NExecution(x.WorkflowID, x.ID)
 		}
 	}
@@ -216,11 +216,11 @@ func (h *Handler) eventData(d audit.EventDetail, newer bool) eventData {
 	cutoff := h.cfg.Now().Add(-h.store.ReviewAfter())
 	itemHolder := map[string]string{}
 	for _, it := range d.Items {
-		itemHolder[it.Item] = it.HolderExecutionID
-		data.Items = append(data.Items, itemRow{Item: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
+		itemHolder[it.Item] = it.Holder
+		data.Items = append(data.Items, itemRow{Entry: it, IdemKey: audit.IdempotencyKey(d.Source, d.EventID, it.Item),
 			CRMURL: h.links.CRMOrder(d.Source, d.EventID, it.Item, it.CRMRef), Resolvable: it.Status == audit.StatusProcessing,
 			Retryable:   it.Status == audit.StatusFailed && h.cfg.Retrier != nil,
-			NeedsReview: it.Status == audit.StatusProcessing && (it.ReviewReason != "" || it.UpdatedAt.Before(cutoff))})
+			NeedsReview: it.Status == audit.StatusProcessing && (it.Review != "" || it.Since.Before(cutoff))})
 	}
 	data.Evidence = h.evidence(d, itemHolder)
 	errURL := map[int64]string{}
@@ -289,12 +289,12 @@ func (h *Handler) evidence(d audit.EventDetail, itemHolder map[string]string) []
 			continue
 		}
 		row := evidenceRow{HistoryLine: l}
-		status, holder, review, version := d.Status, d.HolderExecutionID, d.NeedsReview, d.Version
+		status, holder, review, version := d.Status, d.Holder, d.NeedsReview, d.Version
 		if l.Item != "" {
 			status, holder, review = "", itemHolder[l.Item], false
 			for _, it := range d.Items {
 				if it.Item == l.Item {
-					status, review, version = it.Status, it.ReviewReason != "", it.Version
+					status, review, version = it.Status, it.Review != "", it.Version
 				}
 			}
 		}

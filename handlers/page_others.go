@@ -67,10 +67,10 @@ func shortDuration(d time.Duration) string {
 }
 
 type executionData struct {
-	audit.Execution
+	audit.Exec
 	N8N    n8nLink
-	Up     []audit.Execution
-	Down   []audit.Execution
+	Up     []audit.Exec
+	Down   []audit.Exec
 	Events []audit.TouchedEvent
 	Errors []audit.N8NErrorRecord
 }
@@ -93,7 +93,7 @@ func (h *Handler) executionPage(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
-	d := executionData{Execution: x, N8N: h.n8nLink(x.WorkflowID, x.ID, x.URL), Up: up, Down: down}
+	d := executionData{Exec: x, N8N: h.n8nLink(x.WorkflowID, x.ID, x.URL), Up: up, Down: down}
 	if d.Events, err = h.store.ExecutionEvents(ctx, id); err != nil {
 		h.pageFail(c, err)
 		return

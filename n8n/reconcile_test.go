@@ -18,11 +18,17 @@ import (
 
 func errorsOf(t *testing.T, s *store.Store, kind string) map[string]audit.N8NErrorRecord {
 	t.Helper()
-	var recs []audit.N8NErrorRecord
-	if err := s.DB().Select(&recs, s.DB().Rebind(`SELECT id, dedupe_key, received_at, kind, execution_id, retry_of,
-		root_execution_id, workflow_id, workflow_name, mode, node, message, http_code, n8n_url, payload,
-		payload_truncated, payload_dropped, source, event_id FROM n8n_errors WHERE kind = ?`), kind); err != nil {
+	list, _, err := s.Errors(context.Background(), audit.N8NErrorFilter{Kind: kind, Limit: 500})
+	if err != nil {
 		t.Fatal(err)
+	}
+	var recs []audit.N8NErrorRecord
+	for _, e := range list {
+		whole, err := s.Error(context.Background(), e.ID) // with its payload
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, whole)
 	}
 	out := map[string]audit.N8NErrorRecord{}
 	for _, r := range recs {

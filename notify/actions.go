@@ -85,11 +85,11 @@ func readState(ctx context.Context, r EntryReader, a audit.Alert) (actionState, 
 		if d.ItemCount > 0 {
 			return actionState{}, false, nil // resolved item by item, on the page
 		}
-		return actionState{d.Status, d.HolderExecutionID, d.Version}, true, nil
+		return actionState{d.Status, d.Holder, d.Version}, true, nil
 	}
 	for _, it := range d.Items {
 		if it.Item == a.Item {
-			return actionState{it.Status, it.HolderExecutionID, it.Version}, true, nil
+			return actionState{it.Status, it.Holder, it.Version}, true, nil
 		}
 	}
 	return actionState{}, false, nil

@@ -81,8 +81,13 @@ func TestIntakeDoesNotWaitForSlack(t *testing.T) {
 		if sent := r.slack.ok(); len(sent) == 0 || !strings.Contains(sent[0].Text, "evt-lab-0001") {
 			t.Errorf("after Slack came back: %+v", sent)
 		}
-		var last audit.OutboxRow
-		r.store.DB().Get(&last, `SELECT id, state FROM outbox WHERE thread_key LIKE 'group:%' ORDER BY id LIMIT 1`)
+		var last struct {
+			ID    int64  `db:"id"`
+			State string `db:"state"`
+		}
+		if err := r.store.DB().Get(&last, `SELECT id, state FROM outbox WHERE thread_key LIKE 'group:%' ORDER BY id LIMIT 1`); err != nil {
+			t.Fatal(err)
+		}
 		if last.State != audit.OutboxPending {
 			t.Errorf("the unlinked error's alert is %q, want pending during its grace", last.State)
 		}

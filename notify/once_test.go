@@ -142,8 +142,14 @@ func TestHangThenAnswer(t *testing.T) {
 			hangFirst(r, "chat.postMessage", 1)
 			r.unknown(t, "order-h1")
 			r.drain(t)
-			var row audit.OutboxRow
-			r.store.DB().Get(&row, `SELECT id, state, maybe_sent FROM outbox`)
+			var row struct {
+				ID        int64  `db:"id"`
+				State     string `db:"state"`
+				MaybeSent bool   `db:"maybe_sent"`
+			}
+			if err := r.store.DB().Get(&row, `SELECT id, state, maybe_sent FROM outbox`); err != nil {
+				t.Fatal(err)
+			}
 			if row.State != audit.OutboxPending || !row.MaybeSent {
 				t.Fatalf("after the timeout: %+v", row)
 			}

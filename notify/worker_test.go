@@ -218,8 +218,16 @@ func TestSlackOutage(t *testing.T) {
 		if skipped != 0 {
 			t.Errorf("%d messages skipped (only superseded updates may be)", skipped)
 		}
-		var rows []audit.OutboxRow
-		r.store.DB().Select(&rows, `SELECT id, thread_key, kind, state, ts FROM outbox WHERE state = 'sent' ORDER BY id`)
+		var rows []struct {
+			ID        int64  `db:"id"`
+			ThreadKey string `db:"thread_key"`
+			Kind      string `db:"kind"`
+			State     string `db:"state"`
+			TS        string `db:"ts"`
+		}
+		if err := r.store.DB().Select(&rows, `SELECT id, thread_key, kind, state, ts FROM outbox WHERE state = 'sent' ORDER BY id`); err != nil {
+			t.Fatal(err)
+		}
 		var ok []call
 		for _, c := range r.slack.ok() {
 			if c.Method == "chat.postMessage" || c.Method == "chat.update" {

@@ -217,19 +217,19 @@ func (r *Retrier) check(ctx context.Context, key audit.EntryKey, version, self i
 	if err != nil {
 		return target{}, err
 	}
-	t := target{version: d.Version, status: d.Status, executionID: d.HolderExecutionID}
+	t := target{version: d.Version, status: d.Status, executionID: d.Holder}
 	switch {
 	case key.Item == "" && d.ItemCount > 0:
 		return t, &Refusal{Reason: ReasonItems, Status: d.Status, Version: d.Version,
 			Message: "this event was claimed with items: retry one item"}
 	case key.Item != "":
-		i := slices.IndexFunc(d.Items, func(it audit.Item) bool { return it.Item == key.Item })
+		i := slices.IndexFunc(d.Items, func(it audit.Entry) bool { return it.Item == key.Item })
 		if i < 0 {
 			return t, &Refusal{Reason: ReasonNotFound, Message: fmt.Sprintf("no item %q in event %s/%s", key.Item,
 				key.Source, key.EventID)}
 		}
 		it := d.Items[i]
-		t = target{version: it.Version, status: it.Status, executionID: it.HolderExecutionID}
+		t = target{version: it.Version, status: it.Status, executionID: it.Holder}
 	}
 	refuse := func(reason, format string, args ...any) (target, error) {
 		return t, &Refusal{Reason: reason, Status: t.status, Version: t.version, Message: fmt.Sprintf(format, args...)}
@@ -294,12 +294,12 @@ func newestOfLineage(xs []audit.EventExecution, holder string) string {
 	var at time.Time
 	for _, x := range xs {
 		if x.ID == holder {
-			at = x.FirstSeenAt
+			at = x.FirstSeen
 		}
 	}
 	for _, x := range xs {
-		if root != "" && cmp.Or(x.Root, x.ID) == root && x.Mode == "retry" && !x.FirstSeenAt.Before(at) {
-			newest, at = x.ID, x.FirstSeenAt
+		if root != "" && cmp.Or(x.Root, x.ID) == root && x.Mode == "retry" && !x.FirstSeen.Before(at) {
+			newest, at = x.ID, x.FirstSeen
 		}
 	}
 	return newest

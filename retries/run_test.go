@@ -112,7 +112,7 @@ func TestBulk(t *testing.T) {
 				// The Retry reports done for the event its holder held.
 				for i := range 5 {
 					id := fmt.Sprintf("r%d", i)
-					if b.event(t, id).HolderExecutionID == of {
+					if b.event(t, id).Holder == of {
 						return b.reportAs(t, "shop", id)(newID, of)
 					}
 				}

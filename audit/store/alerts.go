@@ -58,14 +58,10 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 		return root, nil
 	}
 	a := root
-	var ev struct {
-		Status     audit.Status `db:"status"`
-		UpdatedAt  time.Time    `db:"updated_at"`
-		Deliveries int          `db:"deliveries"`
-		CRMRef     string       `db:"crm_ref"`
-	}
+	var ev eventRead
 	key := audit.EventKey{Source: root.Source, EventID: root.EventID}
-	err := s.one(ctx, s.db, &ev, "read event", s.q.EventReadState, key)
+	err := s.one(ctx, s.db, &ev, "read event", s.q.EventRead, eventArgs{Source: key.Source, EventID: key.EventID,
+		Cutoff: s.t(s.reviewCutoff())})
 	if isNoRows(err) {
 		a.Resolution = "the event is no longer in the ledger"
 		return a, nil
@@ -73,8 +69,8 @@ func (s *Store) CurrentAlert(ctx context.Context, root audit.Alert) (audit.Alert
 	if err != nil {
 		return a, err
 	}
-	a.Status, a.Since, a.Deliveries, a.CRMRef = ev.Status, ev.UpdatedAt, ev.Deliveries, ev.CRMRef
-	var last audit.HistoryLine
+	a.Status, a.Since, a.Deliveries, a.CRMRef = audit.Status(ev.Status), ev.UpdatedAt.Time, ev.Deliveries, ev.CRMRef
+	var last historyRow
 	err = s.one(ctx, s.db, &last, "read history", s.q.HistoryReadLastSettlement, key)
 	switch {
 	case isNoRows(err):

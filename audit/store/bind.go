@@ -164,6 +164,18 @@ func (s *Store) namedSelect(ctx context.Context, q any, dest any, op, query stri
 	})
 }
 
+// selectAs runs a statement, scans its rows as R (a table's row type) and
+// returns each converted.
+func selectAs[R, V any](ctx context.Context, s *Store, q any, op, query string, arg any, as func(R) V) ([]V, error) {
+	var rows []R
+	err := s.namedSelect(ctx, q, &rows, op, query, arg)
+	out := make([]V, len(rows))
+	for i, r := range rows {
+		out[i] = as(r)
+	}
+	return out, err
+}
+
 // namedExec runs a statement and returns the number of rows it changed.
 func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any) (int64, error) {
 	var n int64

@@ -101,7 +101,7 @@ func TestRedeliveryClass(t *testing.T) {
 				var stored string
 				for _, x := range d.Executions {
 					if x.ID == tc.again.ExecutionID {
-						stored = x.Class
+						stored = string(x.Presence.Class)
 					}
 				}
 				if got != string(tc.want) || stored != string(tc.want) {

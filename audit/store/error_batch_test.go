@@ -167,8 +167,8 @@ func TestErrorsLinkedAloneJoinTheirEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.ReviewReason != "error" {
-				t.Errorf("%s: review reason %q, want error", c.event, d.ReviewReason)
+			if d.Review != "error" {
+				t.Errorf("%s: review reason %q, want error", c.event, d.Review)
 			}
 			var line *audit.HistoryLine
 			for i := range d.History {
@@ -181,7 +181,7 @@ func TestErrorsLinkedAloneJoinTheirEvents(t *testing.T) {
 			}
 			roles := map[string]string{}
 			for _, x := range d.Executions {
-				roles[x.ID] = x.Role
+				roles[x.ID] = x.Presence.Role
 			}
 			if _, ok := roles[c.exec]; !ok {
 				t.Errorf("%s: executions %v, want %s among them", c.event, roles, c.exec)

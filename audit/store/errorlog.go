@@ -16,12 +16,12 @@ func (s *Store) KnownError(ctx context.Context, dedupeKey string) (bool, error) 
 
 // Error returns one error record with its payload.
 func (s *Store) Error(ctx context.Context, id int64) (audit.N8NErrorRecord, error) {
-	var e audit.N8NErrorRecord
-	err := s.one(ctx, s.db, &e, "read error", s.q.ErrorRead, map[string]any{"id": id})
+	var row errorRow
+	err := s.one(ctx, s.db, &row, "read error", s.q.ErrorRead, map[string]any{"id": id})
 	if isNoRows(err) {
-		return e, audit.Errorf(audit.CodeNotFound, "no error %d", id)
+		return audit.N8NErrorRecord{}, audit.Errorf(audit.CodeNotFound, "no error %d", id)
 	}
-	return e, err
+	return row.record(), err
 }
 
 // Errors lists error records, newest first, and returns the cursor of the
@@ -34,9 +34,8 @@ func (s *Store) Errors(ctx context.Context, f audit.N8NErrorFilter) ([]audit.N8N
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	var recs []audit.N8NErrorRecord
-	err := s.namedSelect(ctx, s.db, &recs, "list errors", s.q.ErrorList,
-		map[string]any{"before": before, "kind": f.Kind, "limit": f.Limit + 1})
+	recs, err := selectAs(ctx, s, s.db, "list errors", s.q.ErrorList,
+		map[string]any{"before": before, "kind": f.Kind, "limit": f.Limit + 1}, errorRow.record)
 	if err != nil || len(recs) <= f.Limit {
 		return recs, 0, err
 	}
@@ -61,7 +60,6 @@ func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
 
 // ExecutionErrors returns the errors of one execution.
 func (s *Store) ExecutionErrors(ctx context.Context, id string) ([]audit.N8NErrorRecord, error) {
-	var recs []audit.N8NErrorRecord
-	err := s.namedSelect(ctx, s.db, &recs, "read errors", s.q.ErrorListOfExecution, map[string]any{"execution_id": id})
-	return recs, err
+	return selectAs(ctx, s, s.db, "read errors", s.q.ErrorListOfExecution, map[string]any{"execution_id": id},
+		errorRow.record)
 }

@@ -122,7 +122,7 @@ func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, err
 		a.GroupFrom, a.GroupUntil = g.OpenedAt, g.ClosesAt
 	}
 	var ends []struct { // the first and the last, one when they are one
-		audit.N8NErrorRecord
+		errorRow
 		N int `db:"n"`
 	}
 	if err := s.namedSelect(ctx, s.db, &ends, "read group", s.q.GroupErrors, map[string]any{"kind": g.Kind,
@@ -133,7 +133,7 @@ func (s *Store) groupAlert(ctx context.Context, a audit.Alert) (audit.Alert, err
 		return a, nil
 	}
 	first, last := ends[0], ends[len(ends)-1]
-	a.Count, a.FirstAt, a.LastAt = last.N, first.ReceivedAt, last.ReceivedAt
+	a.Count, a.FirstAt, a.LastAt = last.N, first.ReceivedAt.Time, last.ReceivedAt.Time
 	a.ErrorID, a.ExecutionID, a.RetryOf, a.Message = last.ID, last.ExecutionID, last.RetryOf, last.Message
 	a.WorkflowName, a.N8NURL = last.WorkflowName, last.URL
 	return a, nil

@@ -131,8 +131,8 @@ func TestRestoredN8NWithTheAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Status != audit.StatusProcessing || ev.HolderExecutionID != "31" {
-			t.Errorf("order-1 = %s held by %s, want processing held by the old 31", ev.Status, ev.HolderExecutionID)
+		if ev.Status != audit.StatusProcessing || ev.Holder != "31" {
+			t.Errorf("order-1 = %s held by %s, want processing held by the old 31", ev.Status, ev.Holder)
 		}
 		if n := idResetAlerts(t, s); n != 1 {
 			t.Errorf("%d alerts about the restart, want 1", n)
@@ -355,8 +355,8 @@ func TestContradictionIsEvidence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.ReviewReason != "contradiction" || !ev.NeedsReview || ev.CRMRef != "CRM-9" {
-			t.Errorf("order-1: review %q, needs review %v, crm %q", ev.ReviewReason, ev.NeedsReview, ev.CRMRef)
+		if ev.Review != "contradiction" || !ev.NeedsReview || ev.CRMRef != "CRM-9" {
+			t.Errorf("order-1: review %q, needs review %v, crm %q", ev.Review, ev.NeedsReview, ev.CRMRef)
 		}
 		lines := 0
 		for _, h := range ev.History {

@@ -163,8 +163,8 @@ func (w *world) raced(ev string, b entry, rs []*racer) {
 		w.t.Fatalf("the done %s is %s after a race (4)", ev, d.Status)
 	}
 	if d.Status == audit.StatusProcessing {
-		if h := w.byKey[d.HolderExecutionID]; h == nil || !movers[h.root] {
-			w.t.Fatalf("%s is held by %s after a race, whose lineage was never told to act", ev, d.HolderExecutionID)
+		if h := w.byKey[d.Holder]; h == nil || !movers[h.root] {
+			w.t.Fatalf("%s is held by %s after a race, whose lineage was never told to act", ev, d.Holder)
 		}
 	}
 	count := map[string]int{}

@@ -532,7 +532,7 @@ func (w *world) stored(s *store.Store, event string) (audit.EventDetail, bool) {
 
 func (w *world) holder(event string) string {
 	d, _ := w.stored(w.m.store, event)
-	return d.HolderExecutionID
+	return d.Holder
 }
 
 func (w *world) claimRequest(x *execution, claimedRetryOf string) audit.ClaimRequest {
@@ -605,14 +605,14 @@ func (w *world) answered(what string, e *entry, got audit.Status) {
 // it, or x is an n8n Retry (at any depth) of its holder and the service can
 // ask n8n so.
 func (w *world) mayMove(x *execution, d audit.EventDetail) bool {
-	if d.HolderExecutionID == x.key || x.parent != nil && d.HolderExecutionID == x.root {
+	if d.Holder == x.key || x.parent != nil && d.Holder == x.root {
 		return true // the holder, or a Retry replaying the holder's stamp
 	}
 	// n8n's word on the chain: its API, or its hooks' starts (each
 	// execution on the way up told the service what it retries).
 	hooked := w.hooks && !x.lateStart
 	for p := x.parent; p != nil; p = p.parent {
-		if p.key == d.HolderExecutionID {
+		if p.key == d.Holder {
 			return w.m.n8n != nil || hooked
 		}
 		hooked = hooked && !p.lateStart
@@ -871,14 +871,14 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 		}
 		// 9: the holder's done or unknown after a person's failed is never
 		// refused.
-		if e.personal && e.status == audit.StatusFailed && before.HolderExecutionID == x.key && req.Outcome != audit.OutcomeFailed {
+		if e.personal && e.status == audit.StatusFailed && before.Holder == x.key && req.Outcome != audit.OutcomeFailed {
 			w.t.Fatalf("%s's %s contradicting a person's failed was refused (%v)", x.key, req.Outcome, err)
 		}
 		// 7: the holder's report, or its Retry's, moves a processing entry,
 		// unless it waits for a person after a contradiction.
-		if before.Status == audit.StatusProcessing && w.mayMove(x, before) && before.ReviewReason != "contradiction" {
+		if before.Status == audit.StatusProcessing && w.mayMove(x, before) && before.Review != "contradiction" {
 			w.t.Fatalf("%s's %s was refused (%v), but it may move the entry %s holds", x.key, req.Outcome, err,
-				before.HolderExecutionID)
+				before.Holder)
 		}
 		var ae *audit.Error
 		if errors.As(err, &ae) && ae.Status != e.status {
@@ -894,7 +894,7 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 	}
 	if !res.Changed {
 		if !w.mayMove(x, before) {
-			w.t.Fatalf("%s's report answered unchanged, but %s holds the entry", x.key, before.HolderExecutionID)
+			w.t.Fatalf("%s's report answered unchanged, but %s holds the entry", x.key, before.Holder)
 		}
 		// 9: the holder's done or unknown after a person cancelled the
 		// event is kept as a contradiction, once.
@@ -907,7 +907,7 @@ func (w *world) reported(x *execution, req audit.OutcomeRequest, before audit.Ev
 	}
 	// 9: the holder contradicting a person's failed puts the entry back
 	// to processing, held by it, waiting for a person.
-	if e.personal && e.status == audit.StatusFailed && before.HolderExecutionID == x.key && req.Outcome != audit.OutcomeFailed {
+	if e.personal && e.status == audit.StatusFailed && before.Holder == x.key && req.Outcome != audit.OutcomeFailed {
 		if !res.NeedsReview || res.Status != audit.StatusProcessing {
 			w.t.Fatalf("%s contradicted a person's failed with %s: %+v, want processing in review", x.key, req.Outcome, res)
 		}
@@ -957,7 +957,7 @@ func (w *world) intake(x *execution, retryOf string) {
 		if e.holding == "" || x.root != e.holding {
 			w.unmoved(ev, b, after, fmt.Sprintf("the error of %s (lineage %s)", x.key, x.root))
 		}
-		if x.key == b.HolderExecutionID && b.Status == audit.StatusProcessing && after.ReviewReason == "" {
+		if x.key == b.Holder && b.Status == audit.StatusProcessing && after.Review == "" {
 			w.t.Fatalf("the holder's error put %s into no review", ev)
 		}
 	}
@@ -1036,9 +1036,9 @@ func (w *world) storedEntries() map[string]audit.EventDetail {
 // entry moved its review or wrote alerts about it (6).
 func (w *world) unmoved(ev string, before, after audit.EventDetail, what string) {
 	e := w.entries[ev]
-	if after.ReviewReason != before.ReviewReason {
-		w.t.Fatalf("%s (%s holding %q) moved review from %q to %q", what, ev, e.holding, before.ReviewReason,
-			after.ReviewReason)
+	if after.Review != before.Review {
+		w.t.Fatalf("%s (%s holding %q) moved review from %q to %q", what, ev, e.holding, before.Review,
+			after.Review)
 	}
 	if a, c := eventAlerts(after), eventAlerts(before); a != c {
 		w.t.Fatalf("%s (%s holding %q) wrote %d alerts", what, ev, e.holding, a-c)
@@ -1120,11 +1120,11 @@ func (w *world) stale() {
 	for ev, b := range before {
 		after, _ := w.stored(w.m.store, ev)
 		switch {
-		case b.ReviewReason != "" && (staleLines(after) != staleLines(b) || eventAlerts(after) != eventAlerts(b)):
-			w.t.Fatalf("the stale detector alerted about %s, already in review (%s)", ev, b.ReviewReason)
+		case b.Review != "" && (staleLines(after) != staleLines(b) || eventAlerts(after) != eventAlerts(b)):
+			w.t.Fatalf("the stale detector alerted about %s, already in review (%s)", ev, b.Review)
 		case w.young(w.entries[ev]) && staleLines(after) != staleLines(b):
 			w.t.Fatalf("the stale detector called %s stale %s after %s took it over", ev,
-				w.m.clock.Now().Sub(w.entries[ev].since), after.HolderExecutionID)
+				w.m.clock.Now().Sub(w.entries[ev].since), after.Holder)
 		}
 	}
 }
@@ -1172,7 +1172,7 @@ func resetWords(s string) string {
 
 func entryLine(d audit.EventDetail) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s holder %s review %q deliveries %d crm %q |", d.Status, d.HolderExecutionID, d.ReviewReason,
+	fmt.Fprintf(&b, "%s holder %s review %q deliveries %d crm %q |", d.Status, d.Holder, d.Review,
 		d.Deliveries, d.CRMRef)
 	for _, l := range d.History {
 		msg := resetWords(l.Message)
@@ -1207,7 +1207,7 @@ func (w *world) resolve() {
 		page = old
 	}
 	req := audit.ResolveRequest{Source: w.source(), EventID: ev, To: to, Actor: "alice", Note: "checked the CRM",
-		Holder: page.HolderExecutionID, Version: page.Version, Confirmed: confirmed}
+		Holder: page.Holder, Version: page.Version, Confirmed: confirmed}
 	st, err := w.m.store.Resolve(w.ctx, req)
 	rst, rerr := w.m.ref.Resolve(w.ctx, req)
 	w.same("resolution", st, rst, err, rerr)
@@ -1226,7 +1226,7 @@ func (w *world) resolve() {
 		// 11: a form older than the entry's last change never moves it.
 		if code != audit.CodeConflict {
 			w.t.Fatalf("a form from version %d of %s, now %d (%s, %s): %v, want a conflict", page.Version, ev,
-				d.Version, d.Status, d.HolderExecutionID, err)
+				d.Version, d.Status, d.Holder, err)
 		}
 	case to == audit.StatusCancelled && d.Status == audit.StatusCancelled:
 		if err != nil {
@@ -1240,9 +1240,9 @@ func (w *world) resolve() {
 		if d.Status == audit.StatusProcessing && !confirmed && !d.NeedsReview {
 			w.t.Fatalf("a running entry was resolved without the confirmation")
 		}
-		if d.Status == audit.StatusProcessing && !confirmed && d.ReviewReason == "" && w.young(e) {
+		if d.Status == audit.StatusProcessing && !confirmed && d.Review == "" && w.young(e) {
 			w.t.Fatalf("%s was resolved without the confirmation %s after %s took it over", ev,
-				w.m.clock.Now().Sub(e.since), d.HolderExecutionID)
+				w.m.clock.Now().Sub(e.since), d.Holder)
 		}
 		e.resolved++
 		e.status, e.holding, e.personal = to, "", true
@@ -1278,13 +1278,13 @@ func (w *world) checkEntry(ev string, e *entry) {
 		w.t.Fatalf("%s: stored status %s, the world's %s", ev, d.Status, e.status)
 	}
 	if e.holding != "" {
-		if h := w.byKey[d.HolderExecutionID]; h == nil || h.root != e.holding {
-			w.t.Fatalf("%s: stored holder %s is not of the holding lineage %s", ev, d.HolderExecutionID, e.holding)
+		if h := w.byKey[d.Holder]; h == nil || h.root != e.holding {
+			w.t.Fatalf("%s: stored holder %s is not of the holding lineage %s", ev, d.Holder, e.holding)
 		}
 	}
 	// 8: a young takeover needs no review unless something put it there.
-	if w.young(e) && d.ReviewReason == "" && d.NeedsReview {
-		w.t.Fatalf("%s needs review %s after %s took it over", ev, w.m.clock.Now().Sub(e.since), d.HolderExecutionID)
+	if w.young(e) && d.Review == "" && d.NeedsReview {
+		w.t.Fatalf("%s needs review %s after %s took it over", ev, w.m.clock.Now().Sub(e.since), d.Holder)
 	}
 	count := map[string]int{}
 	for _, l := range d.History {

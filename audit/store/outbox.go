@@ -18,8 +18,9 @@ func (s *Store) LeaseOutbox(ctx context.Context, owner string, lease time.Durati
 	arg := map[string]any{"owner": owner, "until": s.t(now.Add(lease)), "now": s.t(now), "limit": limit}
 	var rows []audit.OutboxRow
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		rows = nil
-		return s.namedSelect(ctx, tx, &rows, "lease outbox", s.q.OutboxLease, arg)
+		var err error
+		rows, err = selectAs(ctx, s, tx, "lease outbox", s.q.OutboxLease, arg, outboxRow.message)
+		return err
 	})
 	return rows, err
 }
@@ -100,13 +101,13 @@ func (s *Store) Stats(ctx context.Context) (audit.Stats, error) {
 		return st, err
 	}
 	if st.OutboxDepth > 0 {
-		var row audit.OutboxRow
+		var row outboxRow
 		err := s.one(ctx, s.db, &row, "read outbox", s.q.OutboxReadOldestPending, nil)
 		if err != nil && !isNoRows(err) {
 			return st, err
 		}
 		if !row.CreatedAt.IsZero() {
-			st.OutboxOldestAge = s.now().Sub(row.CreatedAt)
+			st.OutboxOldestAge = s.now().Sub(row.CreatedAt.Time)
 		}
 		if st.OutboxOldestAge > audit.HeldBackAfter {
 			st.HeldBackError = row.LastError

@@ -9,15 +9,15 @@ type queries struct {
 	// ledger.sql
 	LedgerLock, LedgerWrite string
 	// events.sql
-	EventCount, EventCountInReview, EventCountInReviewByWorkflow, EventCountUniqueKeys                  string
-	EventDeleteScratch, EventFindDone, EventFindStale, EventList, EventPrune, EventRead, EventReadState string
-	ItemList                                                                                            string
+	EventCount, EventCountInReview, EventCountInReviewByWorkflow, EventCountUniqueKeys  string
+	EventDeleteScratch, EventFindDone, EventFindStale, EventList, EventPrune, EventRead string
+	ItemList                                                                            string
 	// executions.sql
 	EventExecutionCount, EventExecutionList, EventExecutionReadTouched, ExecutionDeleteScratch string
-	ExecutionPrune, ExecutionRead, ExecutionReadRetries, ExecutionWorkflowOf                   string
+	ExecutionPrune, ExecutionRead, ExecutionReadRetries                                        string
 	// history.sql
 	HistoryCount, HistoryReadLastSettlement, HistoryReadPage, HistoryReadRefusedReports string
-	HistoryReadReviewQueue, HistoryReadReviewStart                                      string
+	HistoryReadReviewQueue                                                              string
 	// errors.sql
 	ErrorBatchInsert, ErrorCount, ErrorCountOfEvent, ErrorDeleteScratch, ErrorDropPayloads       string
 	ErrorFindUnlinked, ErrorKnown, ErrorList, ErrorListOfEvent, ErrorListOfExecution, ErrorMerge string
@@ -33,7 +33,7 @@ type queries struct {
 	ThreadPruneOfGroups, ThreadReadRoot, ThreadSave                                                    string
 	// stats.sql
 	OverviewByWorkflow, OverviewDays, OverviewHours, OverviewInReview, OverviewSnapshot, ResolutionRead string
-	ResolutionRecord, StatsAdd, StatsDeleteFoldedHours, StatsDeleteMergedShards, StatsFoldHours         string
+	StatsAdd, StatsDeleteFoldedHours, StatsDeleteMergedShards, StatsFoldHours                           string
 	StatsForgetOldDays, StatsMergeShards, StatsReadOldHours                                             string
 	// service.sql
 	LeaseRelease, LeaseTake, StateChanged, StateCreateSecret, StateRead, StateWrite string

@@ -47,21 +47,27 @@ func (s *Store) EventPage(ctx context.Context, source, eventID string, p audit.H
 	}
 	arg := eventArgs{Source: source, EventID: eventID, Cutoff: s.t(s.reviewCutoff()),
 		Thread: audit.EventThread(source, eventID), Limit: audit.MaxListed}
-	err := s.one(ctx, tx, &d.Event, "read event", s.q.EventRead, arg)
+	var ev eventRead
+	err := s.one(ctx, tx, &ev, "read event", s.q.EventRead, arg)
 	if isNoRows(err) {
 		return d, audit.Errorf(audit.CodeNotFound, "no event %s/%s", source, eventID)
 	}
 	if err != nil {
 		return d, err
 	}
-	for _, r := range []struct {
-		dest      any
-		op, query string
-	}{{&d.Items, "read items", s.q.ItemList}, {&d.Executions, "read executions", s.q.EventExecutionList},
-		{&d.Errors, "read errors", s.q.ErrorListOfEvent}, {&d.Alerts, "read alerts", s.q.OutboxReadAlerts}} {
-		if err := s.namedSelect(ctx, tx, r.dest, r.op, r.query, arg); err != nil {
-			return d, err
-		}
+	d.Event = ev.event()
+	entry := func(r itemRow) audit.Entry { return *r.entry() }
+	if d.Items, err = selectAs(ctx, s, tx, "read items", s.q.ItemList, arg, entry); err != nil {
+		return d, err
+	}
+	if d.Executions, err = selectAs(ctx, s, tx, "read executions", s.q.EventExecutionList, arg, executionRead.execution); err != nil {
+		return d, err
+	}
+	if d.Errors, err = selectAs(ctx, s, tx, "read errors", s.q.ErrorListOfEvent, arg, errorRow.record); err != nil {
+		return d, err
+	}
+	if d.Alerts, err = selectAs(ctx, s, tx, "read alerts", s.q.OutboxReadAlerts, arg, outboxRow.message); err != nil {
+		return d, err
 	}
 	if err := s.historyPage(ctx, tx, &d, p); err != nil {
 		return d, err
@@ -133,12 +139,11 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 	if f.NeedsReview {
 		review = 1
 	}
-	var events []audit.Event
-	err := s.namedSelect(ctx, s.db, &events, "list events", s.q.EventList, listArgs{
+	events, err := selectAs(ctx, s, s.db, "list events", s.q.EventList, listArgs{
 		Cutoff: s.t(s.reviewCutoff()), At: s.t(curAt), AfterSource: curSource, AfterID: curID,
 		Source: f.Source, Status: string(f.Status), Prefix: f.Prefix, PrefixLen: len([]rune(f.Prefix)),
 		Instance: f.Instance, InstanceLike: "%" + audit.InstanceSep + f.Instance,
-		OlderThan: s.t(olderThan), Review: review, Limit: f.Limit + 1})
+		OlderThan: s.t(olderThan), Review: review, Limit: f.Limit + 1}, eventRead.event)
 	if err != nil {
 		return audit.EventPage{}, err
 	}
@@ -146,17 +151,15 @@ func (s *Store) Events(ctx context.Context, f audit.EventFilter) (audit.EventPag
 	if len(events) > f.Limit {
 		page.Events = events[:f.Limit]
 		last := page.Events[f.Limit-1]
-		page.Next = encodeCursor(last.LastSeenAt, last.Source, last.EventID)
+		page.Next = encodeCursor(last.LastSeen, last.Source, last.EventID)
 	}
 	return page, nil
 }
 
 // ReviewQueue returns the entries waiting for a person, oldest first.
 func (s *Store) ReviewQueue(ctx context.Context, limit int) ([]audit.Event, error) {
-	var events []audit.Event
-	err := s.namedSelect(ctx, s.db, &events, "read review queue", s.q.HistoryReadReviewQueue,
-		map[string]any{"cutoff": s.t(s.reviewCutoff()), "limit": limit})
-	return events, err
+	return selectAs(ctx, s, s.db, "read review queue", s.q.HistoryReadReviewQueue,
+		map[string]any{"cutoff": s.t(s.reviewCutoff()), "limit": limit}, eventRead.event)
 }
 
 // StatusCounts returns how many events are in each status.
@@ -184,9 +187,9 @@ func encodeCursor(at time.Time, source, eventID string) string {
 // index, returned oldest first), the counts by kind and the refused
 // reports.
 func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p audit.HistoryPage) error {
-	var lines []audit.HistoryLine
 	arg := eventArgs{Source: d.Source, EventID: d.EventID, Before: p.Before, Limit: p.Limit + 1}
-	if err := s.namedSelect(ctx, q, &lines, "read history", s.q.HistoryReadPage, arg); err != nil {
+	lines, err := selectAs(ctx, s, q, "read history", s.q.HistoryReadPage, arg, historyRow.line)
+	if err != nil {
 		return err
 	}
 	if len(lines) > p.Limit {
@@ -210,7 +213,7 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 	if d.HistoryCounts[audit.KindNotHolder] == 0 {
 		return nil
 	}
-	if err := s.namedSelect(ctx, q, &d.Refused, "read refused reports", s.q.HistoryReadRefusedReports, arg); err != nil {
+	if d.Refused, err = selectAs(ctx, s, q, "read refused reports", s.q.HistoryReadRefusedReports, arg, historyRow.line); err != nil {
 		return err
 	}
 	slices.Reverse(d.Refused)
@@ -219,40 +222,66 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 
 // Lineage returns an execution, the chain above it (nearest first) and the
 // executions that retry it.
-func (s *Store) Lineage(ctx context.Context, id string) (audit.Execution, []audit.Execution, []audit.Execution, error) {
-	var x audit.Execution
+func (s *Store) Lineage(ctx context.Context, id string) (audit.Exec, []audit.Exec, []audit.Exec, error) {
+	var row executionRow
 	if err := audit.ValidateExecutionID(id); err != nil {
-		return x, nil, nil, err
+		return audit.Exec{}, nil, nil, err
 	}
-	err := s.one(ctx, s.db, &x, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": id})
+	err := s.one(ctx, s.db, &row, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": id})
 	if isNoRows(err) {
-		return x, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
+		return audit.Exec{}, nil, nil, audit.Errorf(audit.CodeNotFound, "no execution %s", id)
 	}
 	if err != nil {
-		return x, nil, nil, err
+		return audit.Exec{}, nil, nil, err
 	}
-	var up []audit.Execution
+	x := *row.exec()
+	var up []audit.Exec
 	seen := map[string]bool{x.ID: true}
 	for parent := x.RetryOf; parent != "" && !seen[parent] && len(up) < audit.MaxChain; {
 		seen[parent] = true
-		var e audit.Execution
-		err := s.one(ctx, s.db, &e, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": parent})
-		if isNoRows(err) {
-			e = audit.Execution{ID: parent, Note: "not seen by the service"}
-		} else if err != nil {
+		e := audit.Exec{ID: parent, Note: "not seen by the service"}
+		var row executionRow
+		err := s.one(ctx, s.db, &row, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": parent})
+		if err == nil {
+			e = *row.exec()
+		} else if !isNoRows(err) {
 			return x, nil, nil, err
 		}
 		up = append(up, e)
 		parent = e.RetryOf
 	}
-	var down []audit.Execution
-	err = s.namedSelect(ctx, s.db, &down, "read retries", s.q.ExecutionReadRetries, map[string]any{"execution_id": id})
+	exec := func(r executionRow) audit.Exec { return *r.exec() }
+	down, err := selectAs(ctx, s, s.db, "read retries", s.q.ExecutionReadRetries, map[string]any{"execution_id": id}, exec)
 	return x, up, down, err
 }
 
 // ExecutionEvents returns the events an execution touched.
 func (s *Store) ExecutionEvents(ctx context.Context, id string) ([]audit.TouchedEvent, error) {
-	var out []audit.TouchedEvent
-	err := s.namedSelect(ctx, s.db, &out, "read touched events", s.q.EventExecutionReadTouched, map[string]any{"execution_id": id})
-	return out, err
+	return selectAs(ctx, s, s.db, "read touched events", s.q.EventExecutionReadTouched, map[string]any{"execution_id": id},
+		func(r presenceRow) audit.TouchedEvent {
+			return audit.TouchedEvent{EventKey: audit.EventKey{Source: r.Source, EventID: r.EventID}, Role: r.Role,
+				Delivery: audit.Delivery(r.Delivery), At: r.FirstSeen.Time}
+		})
+}
+
+// eventRead is an event's row as the pages read it, with what the read
+// adds; executionRead an execution's row with its presence on an event.
+type (
+	eventRead struct {
+		eventRow
+		NeedsReview flag   `db:"needs_review"`
+		LastNews    string `db:"last_news"`
+	}
+	executionRead struct {
+		executionRow
+		Presence presenceRow `db:"p"`
+	}
+)
+
+func (r eventRead) event() audit.Event {
+	return audit.Event{Entry: *r.entry(), NeedsReview: bool(r.NeedsReview), LastNews: r.LastNews}
+}
+
+func (r executionRead) execution() audit.EventExecution {
+	return audit.EventExecution{Exec: *r.exec(), Presence: r.Presence.presence(), TouchedAt: r.Presence.FirstSeen.Time}
 }

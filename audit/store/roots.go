@@ -28,11 +28,11 @@ func (s *Store) Root(ctx context.Context, key string) (audit.ThreadRoot, audit.A
 	if err != nil {
 		return r, audit.Alert{}, false, err
 	}
-	var row audit.OutboxRow
+	var row outboxRow
 	if err := s.one(ctx, s.db, &row, "read thread root", s.q.OutboxReadRootRow, map[string]any{"id": r.RowID}); err != nil {
 		return r, audit.Alert{}, false, err
 	}
-	a, err := row.Alert()
+	a, err := row.message().Alert()
 	if err != nil {
 		return r, audit.Alert{}, false, &audit.Error{Code: audit.CodeInternal, Message: "decode alert", Err: err}
 	}

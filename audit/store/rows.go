@@ -1,149 +1,165 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// The rows the ledger reads under its locks and writes from its plan, one
-// Go type a table, read and written as JSON by name (a batch's row set is
-// one JSON array of objects; a read returns one per table).
+// The rows of the ledger's tables, one Go type a table: the ledger reads
+// them under its locks and writes them from its plan as JSON by name (a
+// batch's row set is one JSON array of objects; a read returns one per
+// table), and every other read of a table scans its columns into the same
+// type, which converts to what audit decides on and the pages show.
 type (
 	eventRow struct {
-		Source          string   `json:"source"`
-		EventID         string   `json:"event_id"`
-		Status          string   `json:"status"`
-		Holder          string   `json:"holder_execution_id"`
-		Version         int64    `json:"version"`
-		ReadVersion     int64    `json:"read_version"`
-		Review          string   `json:"review_reason"`
-		ReviewSince     jsonTime `json:"review_since"`
-		CRMRef          string   `json:"crm_ref"`
-		ResolvedBy      string   `json:"resolved_by"`
-		Alerted         flag     `json:"alerted"`
-		ItemCount       int      `json:"item_count"`
-		Deliveries      int      `json:"deliveries"`
-		Fingerprint     string   `json:"fingerprint"`
-		FirstWorkflow   string   `json:"first_workflow_id"`
-		LastDeliveryID  string   `json:"last_delivery_id"`
-		LastPresentedAt jsonTime `json:"last_presented_at"`
-		StaleAlertedAt  jsonTime `json:"stale_alerted_at"`
-		CreatedAt       jsonTime `json:"created_at"`
-		UpdatedAt       jsonTime `json:"updated_at"`
-		LastSeenAt      jsonTime `json:"last_seen_at"`
+		Source          string   `json:"source" db:"source"`
+		EventID         string   `json:"event_id" db:"event_id"`
+		Status          string   `json:"status" db:"status"`
+		Holder          string   `json:"holder_execution_id" db:"holder_execution_id"`
+		Version         int64    `json:"version" db:"version"`
+		ReadVersion     int64    `json:"read_version" db:"-"`
+		Review          string   `json:"review_reason" db:"review_reason"`
+		ReviewSince     jsonTime `json:"review_since" db:"review_since"`
+		CRMRef          string   `json:"crm_ref" db:"crm_ref"`
+		ResolvedBy      string   `json:"resolved_by" db:"resolved_by"`
+		Alerted         flag     `json:"alerted" db:"alerted"`
+		ItemCount       int      `json:"item_count" db:"item_count"`
+		Deliveries      int      `json:"deliveries" db:"deliveries"`
+		Fingerprint     string   `json:"fingerprint" db:"fingerprint"`
+		FirstWorkflow   string   `json:"first_workflow_id" db:"first_workflow_id"`
+		LastDeliveryID  string   `json:"last_delivery_id" db:"last_delivery_id"`
+		LastPresentedAt jsonTime `json:"last_presented_at" db:"last_presented_at"`
+		StaleAlertedAt  jsonTime `json:"stale_alerted_at" db:"stale_alerted_at"`
+		CreatedAt       jsonTime `json:"created_at" db:"created_at"`
+		UpdatedAt       jsonTime `json:"updated_at" db:"updated_at"`
+		LastSeenAt      jsonTime `json:"last_seen_at" db:"last_seen_at"`
 	}
 	itemRow struct {
-		Source      string   `json:"source"`
-		EventID     string   `json:"event_id"`
-		Item        string   `json:"item"`
-		Status      string   `json:"status"`
-		Holder      string   `json:"holder_execution_id"`
-		Version     int64    `json:"version"`
-		ReadVersion int64    `json:"read_version"`
-		Review      string   `json:"review_reason"`
-		ReviewSince jsonTime `json:"review_since"`
-		CRMRef      string   `json:"crm_ref"`
-		ResolvedBy  string   `json:"resolved_by"`
-		CreatedAt   jsonTime `json:"created_at"`
-		UpdatedAt   jsonTime `json:"updated_at"`
+		Source      string   `json:"source" db:"source"`
+		EventID     string   `json:"event_id" db:"event_id"`
+		Item        string   `json:"item" db:"item"`
+		Status      string   `json:"status" db:"status"`
+		Holder      string   `json:"holder_execution_id" db:"holder_execution_id"`
+		Version     int64    `json:"version" db:"version"`
+		ReadVersion int64    `json:"read_version" db:"-"`
+		Review      string   `json:"review_reason" db:"review_reason"`
+		ReviewSince jsonTime `json:"review_since" db:"review_since"`
+		CRMRef      string   `json:"crm_ref" db:"crm_ref"`
+		ResolvedBy  string   `json:"resolved_by" db:"resolved_by"`
+		CreatedAt   jsonTime `json:"created_at" db:"created_at"`
+		UpdatedAt   jsonTime `json:"updated_at" db:"updated_at"`
 	}
 	executionRow struct {
-		ID             string   `json:"execution_id"`
-		N8NID          string   `json:"n8n_id"`
-		Incarnation    int      `json:"incarnation"`
-		WorkflowID     string   `json:"workflow_id"`
-		WorkflowName   string   `json:"workflow_name"`
-		Mode           string   `json:"mode"`
-		RetryOf        string   `json:"retry_of"`
-		ClaimedRetryOf string   `json:"claimed_retry_of"`
-		Root           string   `json:"root_execution_id"`
-		URL            string   `json:"n8n_url"`
-		Note           string   `json:"lineage_note"`
-		Stamp          string   `json:"run_stamp"`
-		StartedAt      jsonTime `json:"started_at"`
-		EndedAt        jsonTime `json:"ended_at"`
-		CheckedAt      jsonTime `json:"checked_at"`
-		N8NStatus      string   `json:"n8n_status"`
-		FirstSeen      jsonTime `json:"first_seen_at"`
-		LastSeen       jsonTime `json:"last_seen_at"`
-		Superseded     jsonTime `json:"superseded_at"`
-		Stored         flag     `json:"stored"`
+		ID             string   `json:"execution_id" db:"execution_id"`
+		N8NID          string   `json:"n8n_id" db:"n8n_id"`
+		Incarnation    int      `json:"incarnation" db:"incarnation"`
+		WorkflowID     string   `json:"workflow_id" db:"workflow_id"`
+		WorkflowName   string   `json:"workflow_name" db:"workflow_name"`
+		Mode           string   `json:"mode" db:"mode"`
+		RetryOf        string   `json:"retry_of" db:"retry_of"`
+		ClaimedRetryOf string   `json:"claimed_retry_of" db:"claimed_retry_of"`
+		Root           string   `json:"root_execution_id" db:"root_execution_id"`
+		URL            string   `json:"n8n_url" db:"n8n_url"`
+		Note           string   `json:"lineage_note" db:"lineage_note"`
+		Stamp          string   `json:"run_stamp" db:"run_stamp"`
+		StartedAt      jsonTime `json:"started_at" db:"started_at"`
+		EndedAt        jsonTime `json:"ended_at" db:"ended_at"`
+		CheckedAt      jsonTime `json:"checked_at" db:"checked_at"`
+		N8NStatus      string   `json:"n8n_status" db:"n8n_status"`
+		FirstSeen      jsonTime `json:"first_seen_at" db:"first_seen_at"`
+		LastSeen       jsonTime `json:"last_seen_at" db:"last_seen_at"`
+		Superseded     jsonTime `json:"superseded_at" db:"superseded_at"`
+		Stored         flag     `json:"stored" db:"stored"`
 	}
 	presenceRow struct {
-		Source      string `json:"source"`
-		EventID     string `json:"event_id"`
-		ExecutionID string `json:"execution_id"`
-		Role        string `json:"role"`
-		Delivery    string `json:"delivery"`
-		Acted       flag   `json:"acted"`
-		DeliveryID  string `json:"delivery_id"`
-		WorkflowID  string `json:"workflow_id"`
-		Class       string `json:"class"`
+		Source      string   `json:"source" db:"source"`
+		EventID     string   `json:"event_id" db:"event_id"`
+		ExecutionID string   `json:"execution_id" db:"execution_id"`
+		Role        string   `json:"role" db:"role"`
+		Delivery    string   `json:"delivery" db:"delivery"`
+		Acted       flag     `json:"acted" db:"acted"`
+		DeliveryID  string   `json:"delivery_id" db:"delivery_id"`
+		WorkflowID  string   `json:"workflow_id" db:"workflow_id"`
+		Class       string   `json:"class" db:"class"`
+		FirstSeen   jsonTime `json:"-" db:"first_seen_at"`
 	}
 	historyRow struct {
-		Source       string `json:"source"`
-		EventID      string `json:"event_id"`
-		Item         string `json:"item"`
-		Kind         string `json:"kind"`
-		ExecutionID  string `json:"execution_id"`
-		RetryOf      string `json:"retry_of"`
-		WorkflowID   string `json:"workflow_id"`
-		WorkflowName string `json:"workflow_name"`
-		Node         string `json:"node"`
-		Decision     string `json:"decision"`
-		Delivery     string `json:"delivery"`
-		Class        string `json:"class"`
-		Status       string `json:"status"`
-		Actor        string `json:"actor"`
-		Message      string `json:"message"`
-		CRMRef       string `json:"crm_ref"`
-		ErrorID      *int64 `json:"error_id"`
-		Version      int64  `json:"version"`
+		ID           int64    `json:"-" db:"id"`
+		At           jsonTime `json:"-" db:"at"`
+		Source       string   `json:"source" db:"source"`
+		EventID      string   `json:"event_id" db:"event_id"`
+		Item         string   `json:"item" db:"item"`
+		Kind         string   `json:"kind" db:"kind"`
+		ExecutionID  string   `json:"execution_id" db:"execution_id"`
+		RetryOf      string   `json:"retry_of" db:"retry_of"`
+		WorkflowID   string   `json:"workflow_id" db:"workflow_id"`
+		WorkflowName string   `json:"workflow_name" db:"workflow_name"`
+		Node         string   `json:"node" db:"node"`
+		Decision     string   `json:"decision" db:"decision"`
+		Delivery     string   `json:"delivery" db:"delivery"`
+		Class        string   `json:"class" db:"class"`
+		Status       string   `json:"status" db:"status"`
+		Actor        string   `json:"actor" db:"actor"`
+		Message      string   `json:"message" db:"message"`
+		CRMRef       string   `json:"crm_ref" db:"crm_ref"`
+		ErrorID      *int64   `json:"error_id" db:"error_id"`
+		Version      int64    `json:"version" db:"version"`
 	}
 	// errorRow is an n8n_errors row: one the batch records, or one it read
 	// (a duplicate's, one that waited for its claim).
 	errorRow struct {
-		ID               int64    `json:"id"`
-		DedupeKey        string   `json:"dedupe_key"`
-		ReceivedAt       jsonTime `json:"received_at"`
-		Kind             string   `json:"kind"`
-		ExecutionID      string   `json:"execution_id"`
-		RetryOf          string   `json:"retry_of"`
-		Root             string   `json:"root_execution_id"`
-		WorkflowID       string   `json:"workflow_id"`
-		WorkflowName     string   `json:"workflow_name"`
-		Mode             string   `json:"mode"`
-		Node             string   `json:"node"`
-		Message          string   `json:"message"`
-		HTTPCode         string   `json:"http_code"`
-		URL              string   `json:"n8n_url"`
-		Payload          string   `json:"payload"`
-		PayloadTruncated flag     `json:"payload_truncated"`
-		PayloadDropped   flag     `json:"payload_dropped"`
-		Note             string   `json:"intake_note"`
-		Source           *string  `json:"source"`
-		EventID          *string  `json:"event_id"`
+		ID               int64    `json:"id" db:"id"`
+		DedupeKey        string   `json:"dedupe_key" db:"dedupe_key"`
+		ReceivedAt       jsonTime `json:"received_at" db:"received_at"`
+		Kind             string   `json:"kind" db:"kind"`
+		ExecutionID      string   `json:"execution_id" db:"execution_id"`
+		RetryOf          string   `json:"retry_of" db:"retry_of"`
+		Root             string   `json:"root_execution_id" db:"root_execution_id"`
+		WorkflowID       string   `json:"workflow_id" db:"workflow_id"`
+		WorkflowName     string   `json:"workflow_name" db:"workflow_name"`
+		Mode             string   `json:"mode" db:"mode"`
+		Node             string   `json:"node" db:"node"`
+		Message          string   `json:"message" db:"message"`
+		HTTPCode         string   `json:"http_code" db:"http_code"`
+		URL              string   `json:"n8n_url" db:"n8n_url"`
+		Payload          string   `json:"payload" db:"payload"`
+		PayloadTruncated flag     `json:"payload_truncated" db:"payload_truncated"`
+		PayloadDropped   flag     `json:"payload_dropped" db:"payload_dropped"`
+		Note             string   `json:"intake_note" db:"intake_note"`
+		Source           *string  `json:"source" db:"source"`
+		EventID          *string  `json:"event_id" db:"event_id"`
 	}
 	outboxRow struct {
-		ThreadKey string   `json:"thread_key"`
-		Kind      string   `json:"kind"`
-		Source    string   `json:"source"`
-		EventID   string   `json:"event_id"`
-		ErrorID   *int64   `json:"error_id"`
-		Payload   string   `json:"payload"`
-		State     string   `json:"state"`
-		LastError string   `json:"last_error"`
-		AlertKind string   `json:"alert_kind"`
-		DueAt     jsonTime `json:"due_at"`
+		ID        int64    `json:"-" db:"id"`
+		CreatedAt jsonTime `json:"-" db:"created_at"`
+		ThreadKey string   `json:"thread_key" db:"thread_key"`
+		Kind      string   `json:"kind" db:"kind"`
+		Source    string   `json:"source" db:"source"`
+		EventID   string   `json:"event_id" db:"event_id"`
+		ErrorID   *int64   `json:"error_id" db:"error_id"`
+		Payload   string   `json:"payload" db:"payload"`
+		State     string   `json:"state" db:"state"`
+		LastError string   `json:"last_error" db:"last_error"`
+		AlertKind string   `json:"alert_kind" db:"alert_kind"`
+		DueAt     jsonTime `json:"due_at" db:"due_at"`
+		// Read only, from the notifier's columns.
+		Attempts       int      `json:"-" db:"attempts"`
+		SentAt         jsonTime `json:"-" db:"sent_at"`
+		Channel        string   `json:"-" db:"channel"`
+		TS             string   `json:"-" db:"ts"`
+		LeaseOwner     string   `json:"-" db:"lease_owner"`
+		AttemptedBy    string   `json:"-" db:"attempted_by"`
+		FirstAttemptAt jsonTime `json:"-" db:"first_attempt_at"`
+		MaybeSent      flag     `json:"-" db:"maybe_sent"`
 	}
 	counterRow struct {
-		Source     string `json:"source"`
-		WorkflowID string `json:"workflow_id"`
-		Metric     string `json:"metric"`
-		N          int    `json:"n"`
+		Source     string `json:"source" db:"source"`
+		WorkflowID string `json:"workflow_id" db:"workflow_id"`
+		Metric     string `json:"metric" db:"metric"`
+		N          int    `json:"n" db:"n"`
 	}
 )
 
@@ -165,30 +181,43 @@ func (t jsonTime) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads null, or a time as either database writes it.
 func (t *jsonTime) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(b, []byte("null")) {
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil || s == nil {
 		t.Time = time.Time{}
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999Z07:00"} {
-		if v, err := time.Parse(layout, s); err == nil {
-			t.Time = v.UTC()
-			return nil
+	return t.Scan(*s)
+}
+
+// Scan reads a column: a time, a time as text (SQLite's; either database's
+// in JSON), or NULL.
+func (t *jsonTime) Scan(v any) error {
+	t.Time = time.Time{}
+	switch v := v.(type) {
+	case time.Time:
+		t.Time = v.UTC()
+	case []byte:
+		return t.Scan(string(v))
+	case string:
+		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999-07:00", "2006-01-02 15:04:05.999999999Z07:00"} {
+			if p, err := time.Parse(layout, v); err == nil {
+				t.Time = p.UTC()
+				return nil
+			}
 		}
+		return fmt.Errorf("%q is not a time", v)
+	case nil:
+	default:
+		return fmt.Errorf("a time cannot be read from %T", v)
 	}
-	v, err := time.Parse(time.RFC3339Nano, s)
-	t.Time = v
-	return err
+	return nil
 }
 
 // flag is a boolean as either database writes it in JSON: true and false,
 // or SQLite's 1 and 0.
 type flag bool
 
-// UnmarshalJSON reads true, false, 1 or 0.
+// UnmarshalJSON reads true, false, 1, 0 or null (false).
 func (f *flag) UnmarshalJSON(b []byte) error {
 	switch string(b) {
 	case "true", "1":
@@ -196,10 +225,22 @@ func (f *flag) UnmarshalJSON(b []byte) error {
 	case "false", "0", "null":
 		*f = false
 	default:
-		var v bool
-		err := json.Unmarshal(b, &v)
+		return fmt.Errorf("%s is not a flag", b)
+	}
+	return nil
+}
+
+// Scan reads a column: a boolean, SQLite's 1 or 0, or NULL (false).
+func (f *flag) Scan(v any) error {
+	switch v := v.(type) {
+	case bool:
 		*f = flag(v)
-		return err
+	case int64:
+		*f = v != 0
+	case nil:
+		*f = false
+	default:
+		return fmt.Errorf("a flag cannot be read from %T", v)
 	}
 	return nil
 }
@@ -286,4 +327,24 @@ func historyRowOf(l audit.Line) historyRow {
 		RetryOf: h.RetryOf, WorkflowID: h.WorkflowID, WorkflowName: h.WorkflowName, Node: h.Node, Decision: h.Decision,
 		Delivery: h.Delivery, Class: h.Class, Status: h.Status, Actor: h.Actor, Message: h.Message, CRMRef: h.CRMRef,
 		ErrorID: h.ErrorID, Version: l.Version}
+}
+
+func (r historyRow) line() audit.HistoryLine {
+	return audit.HistoryLine{ID: r.ID, Source: r.Source, EventID: r.EventID, Item: r.Item, At: r.At.Time, Kind: r.Kind,
+		ExecutionID: r.ExecutionID, RetryOf: r.RetryOf, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
+		Node: r.Node, Decision: r.Decision, Delivery: r.Delivery, Class: r.Class, Status: r.Status, Actor: r.Actor,
+		Message: r.Message, CRMRef: r.CRMRef, ErrorID: r.ErrorID, Version: r.Version}
+}
+
+func (r outboxRow) message() audit.OutboxRow {
+	m := audit.OutboxRow{ID: r.ID, CreatedAt: r.CreatedAt.Time, DueAt: r.DueAt.Time, ThreadKey: r.ThreadKey,
+		Kind: r.Kind, Source: r.Source, EventID: r.EventID, Payload: r.Payload, State: r.State, Attempts: r.Attempts,
+		LastError: r.LastError, LeaseOwner: r.LeaseOwner, Destination: r.Channel, MessageID: r.TS,
+		AttemptedBy: r.AttemptedBy, MaybeSent: bool(r.MaybeSent)}
+	if r.ErrorID != nil {
+		m.ErrorID.Int64, m.ErrorID.Valid = *r.ErrorID, true
+	}
+	m.SentAt.Time, m.SentAt.Valid = r.SentAt.Time, !r.SentAt.IsZero()
+	m.FirstAttemptAt.Time, m.FirstAttemptAt.Valid = r.FirstAttemptAt.Time, !r.FirstAttemptAt.IsZero()
+	return m
 }

@@ -11,25 +11,6 @@ import (
 	"github.com/retryaudit/retryaudit/audit"
 )
 
-// claimMetrics are what one claim counts.
-func claimMetrics(res audit.ClaimResult) []string {
-	if res.Delivery == audit.DeliverySameExecution {
-		return nil
-	}
-	m := []string{audit.MetricDelivery}
-	switch {
-	case res.Delivery == audit.DeliveryFirst:
-		m = append(m, audit.MetricFirst)
-	case !res.Process:
-		m = append(m, audit.MetricStopped+string(res.Class))
-	case res.Class == audit.ClassManualRetry:
-		m = append(m, audit.MetricRetry)
-	case res.Class == audit.ClassAfterFailure:
-		m = append(m, audit.MetricCapture)
-	}
-	return m
-}
-
 // count adds one to each metric for the hour of now, in the caller's
 // transaction: the numbers are committed with what they count.
 func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, workflowID string, metrics ...string) error {
@@ -51,17 +32,6 @@ func (s *Store) count(ctx context.Context, tx *sqlx.Tx, now time.Time, source, w
 func (s *Store) shard(tx *sqlx.Tx) int {
 	v, _ := s.shards.LoadOrStore(tx, rand.IntN(audit.StatsShards))
 	return v.(int)
-}
-
-// countFor counts metrics under the workflow the service knows executionID
-// by (none when it knows none).
-func (s *Store) countFor(ctx context.Context, tx *sqlx.Tx, now time.Time, source, executionID string, metrics ...string) error {
-	var wf string
-	err := s.one(ctx, tx, &wf, "read workflow", s.q.ExecutionWorkflowOf, map[string]any{"execution_id": executionID})
-	if err != nil && !isNoRows(err) {
-		return err
-	}
-	return s.count(ctx, tx, now, source, wf, metrics...)
 }
 
 // resolutionWeeks is how far back the overview reads resolution times.
@@ -161,17 +131,4 @@ func (s *Store) CompactStats(ctx context.Context) error {
 		_, err := s.namedExec(ctx, tx, "forget old days", s.q.StatsForgetOldDays, arg)
 		return err
 	})
-}
-
-// recordResolution keeps how long an entry's unknown outcome (or error)
-// waited for the person who resolved it now.
-func (s *Store) recordResolution(ctx context.Context, tx *sqlx.Tx, source, eventID, item string, now time.Time) error {
-	arg := map[string]any{"source": source, "event_id": eventID, "item": item, "now": s.t(now)}
-	var since []time.Time
-	if err := s.namedSelect(ctx, tx, &since, "read review start", s.q.HistoryReadReviewStart, arg); err != nil || len(since) == 0 {
-		return err
-	}
-	arg["seconds"] = now.Sub(since[0]).Seconds()
-	_, err := s.namedExec(ctx, tx, "record resolution", s.q.ResolutionRecord, arg)
-	return err
 }

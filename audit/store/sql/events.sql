@@ -30,7 +30,8 @@ SELECT source, event_id, holder_execution_id FROM webhook_events
 
 -- fragment: event_columns
 source, event_id, status, created_at, updated_at, last_seen_at, holder_execution_id,
-  deliveries, item_count, fingerprint, crm_ref, review_reason, stale_alerted_at, version, resolved_by,
+  deliveries, item_count, fingerprint, crm_ref, review_reason, review_since, stale_alerted_at, version,
+  resolved_by, alerted, first_workflow_id, last_delivery_id, last_presented_at,
   CASE WHEN status = 'processing' AND (review_reason <> '' OR updated_at < :cutoff) THEN 1 ELSE 0 END AS needs_review
 
 -- The page after the cursor (:at, :after_source, :after_id), filtered:
@@ -54,9 +55,6 @@ DELETE FROM webhook_events WHERE source = :source AND event_id = :event_id
 -- name: EventRead
 SELECT {{event_columns}} FROM webhook_events WHERE source = :source AND event_id = :event_id
 
--- name: EventReadState
-SELECT status, updated_at, deliveries, crm_ref FROM webhook_events WHERE source = :source AND event_id = :event_id
-
 -- name: ItemList
-SELECT item, status, holder_execution_id, crm_ref, review_reason, created_at, updated_at, version, resolved_by
+SELECT source, event_id, item, status, holder_execution_id, crm_ref, review_reason, created_at, updated_at, version, resolved_by
   FROM event_items WHERE source = :source AND event_id = :event_id ORDER BY item

@@ -5,9 +5,12 @@
 SELECT count(*) FROM event_executions WHERE source = :source AND event_id = :event_id
 
 -- name: EventExecutionList
-SELECT x.execution_id, x.workflow_id, x.workflow_name, x.mode, x.retry_of, x.claimed_retry_of,
-  x.root_execution_id, x.n8n_url, x.lineage_note, x.first_seen_at, x.last_seen_at, ee.role, ee.delivery,
-  ee.acted, ee.delivery_id, ee.class, ee.first_seen_at AS touched_at
+SELECT x.execution_id, x.n8n_id, x.incarnation, x.workflow_id, x.workflow_name, x.mode, x.retry_of,
+  x.claimed_retry_of, x.root_execution_id, x.n8n_url, x.lineage_note, x.run_stamp, x.started_at, x.ended_at,
+  x.checked_at, x.n8n_status, x.first_seen_at, x.last_seen_at, x.superseded_at,
+  ee.source AS "p.source", ee.event_id AS "p.event_id", ee.execution_id AS "p.execution_id", ee.role AS "p.role",
+  ee.delivery AS "p.delivery", ee.acted AS "p.acted", ee.delivery_id AS "p.delivery_id",
+  ee.workflow_id AS "p.workflow_id", ee.class AS "p.class", ee.first_seen_at AS "p.first_seen_at"
   FROM event_executions ee JOIN executions x ON x.execution_id = ee.execution_id
   WHERE ee.source = :source AND ee.event_id = :event_id ORDER BY ee.first_seen_at, x.execution_id LIMIT :limit
 
@@ -27,8 +30,9 @@ DELETE FROM executions WHERE execution_id IN (
   LIMIT :batch)
 
 -- fragment: execution_columns
-execution_id, workflow_id, workflow_name, mode, retry_of, claimed_retry_of, root_execution_id, n8n_url,
-  lineage_note, first_seen_at, last_seen_at
+execution_id, n8n_id, incarnation, workflow_id, workflow_name, mode, retry_of, claimed_retry_of,
+  root_execution_id, n8n_url, lineage_note, run_stamp, started_at, ended_at, checked_at, n8n_status,
+  first_seen_at, last_seen_at, superseded_at
 
 -- name: ExecutionRead
 SELECT {{execution_columns}} FROM executions WHERE execution_id = :execution_id
@@ -36,6 +40,3 @@ SELECT {{execution_columns}} FROM executions WHERE execution_id = :execution_id
 -- The executions that retry :execution_id.
 -- name: ExecutionReadRetries
 SELECT {{execution_columns}} FROM executions WHERE retry_of = :execution_id ORDER BY first_seen_at
-
--- name: ExecutionWorkflowOf
-SELECT workflow_id FROM executions WHERE execution_id = :execution_id

@@ -23,17 +23,9 @@ SELECT {{history_columns}} FROM event_history
   WHERE source = :source AND event_id = :event_id AND kind = 'not_holder' ORDER BY id DESC LIMIT 20
 
 -- name: HistoryReadReviewQueue
-SELECT w.source, w.event_id, w.status, w.created_at, w.updated_at, w.last_seen_at, w.holder_execution_id,
-  w.deliveries, w.item_count, w.fingerprint, w.crm_ref, w.review_reason, w.stale_alerted_at, w.version,
-  w.resolved_by, 1 AS needs_review,
+SELECT {{event_columns}},
   COALESCE((SELECT h.message FROM event_history h WHERE h.source = w.source AND h.event_id = w.event_id
   AND h.kind IN ('error', 'outcome', 'stale', 'not_holder') ORDER BY h.id DESC LIMIT 1), '') AS last_news
   FROM webhook_events w
   WHERE w.status = 'processing' AND (w.review_reason <> '' OR w.updated_at < :cutoff)
   ORDER BY w.updated_at, w.source, w.event_id LIMIT :limit
-
--- name: HistoryReadReviewStart
-SELECT at FROM event_history
-  WHERE source = :source AND event_id = :event_id AND item = :item
-  AND ((kind = 'outcome' AND decision = 'unknown') OR kind = 'error')
-  ORDER BY id DESC LIMIT 1

@@ -27,9 +27,6 @@ SELECT source, event_id, review_reason, updated_at FROM webhook_events
 SELECT resolved_at, source, seconds FROM resolution_times
   WHERE resolved_at >= :since AND resolved_at <= :to AND (:source = '' OR source = :source) ORDER BY resolved_at
 
--- name: ResolutionRecord
-INSERT INTO resolution_times (resolved_at, source, seconds) VALUES (:now, :source, :seconds)
-
 -- name: StatsAdd
 INSERT INTO stats_hourly (hour, source, workflow_id, metric, shard, n)
   VALUES (:hour, :source, :workflow_id, :metric, :shard, 1)
