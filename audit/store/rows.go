@@ -72,7 +72,7 @@ type (
 		FirstSeen      jsonTime `json:"first_seen_at" db:"first_seen_at"`
 		LastSeen       jsonTime `json:"last_seen_at" db:"last_seen_at"`
 		Superseded     jsonTime `json:"superseded_at" db:"superseded_at"`
-		Stored         flag     `json:"stored" db:"stored"`
+		Stored         flag     `json:"stored" db:"-"` // the lock's: the row exists
 	}
 	presenceRow struct {
 		Source      string   `json:"source" db:"source"`
@@ -151,6 +151,7 @@ type (
 		Channel        string   `json:"-" db:"channel"`
 		TS             string   `json:"-" db:"ts"`
 		LeaseOwner     string   `json:"-" db:"lease_owner"`
+		LeaseUntil     jsonTime `json:"-" db:"lease_until"`
 		AttemptedBy    string   `json:"-" db:"attempted_by"`
 		FirstAttemptAt jsonTime `json:"-" db:"first_attempt_at"`
 		MaybeSent      flag     `json:"-" db:"maybe_sent"`
