@@ -159,9 +159,6 @@ func (p *Plan) setErrorWorkflow(ctx context.Context, id string) error {
 	return nil
 }
 
-// ErrorWorkflow is the error workflow as this run left it.
-func (p *Plan) ErrorWorkflow() Workflow { return p.state.errorWorkflow }
-
 // Published names the workflows this run published (n8n finishes that
 // in the background: see Watch): those whose webhooks Watch sees answer,
 // and those it can only give time.
