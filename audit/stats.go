@@ -41,8 +41,8 @@ type Counter struct {
 // ReviewAge is an entry waiting for a person, for the overview's queue.
 type ReviewAge struct {
 	EventKey
-	Reason string    `db:"review_reason" json:"review_reason"`
-	Since  time.Time `db:"updated_at" json:"since"`
+	Reason string    `json:"review_reason"`
+	Since  time.Time `json:"since"`
 }
 
 // Resolution is how long one unknown outcome waited for a person.

@@ -176,6 +176,21 @@ func selectAs[R, V any](ctx context.Context, s *Store, q any, op, query string, 
 	return out, err
 }
 
+// kindCounts reads a statement's rows of (kind, n) as counts by kind, and
+// their sum.
+func (s *Store) kindCounts(ctx context.Context, q any, op, query string, arg any) (map[string]int, int, error) {
+	var rows []struct {
+		Kind string `db:"kind"`
+		N    int    `db:"n"`
+	}
+	err := s.namedSelect(ctx, q, &rows, op, query, arg)
+	counts, total := map[string]int{}, 0
+	for _, r := range rows {
+		counts[r.Kind], total = r.N, total+r.N
+	}
+	return counts, total, err
+}
+
 // namedExec runs a statement and returns the number of rows it changed.
 func (s *Store) namedExec(ctx context.Context, q any, op, query string, arg any) (int64, error) {
 	var n int64

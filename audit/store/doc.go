@@ -10,10 +10,12 @@
 // answer it would have got alone.
 //
 // The store's statements are named and kept a file a table (sql/events.sql,
-// sql/outbox.sql, …), entity first (EventList, OutboxLease); the ledger's
-// two (LedgerLock, LedgerWrite) in each driver's sql/ledger.sql. Each
+// sql/outbox.sql, …), entity first (EventList, OutboxLease): in this
+// package's sql/ where both databases agree, in each driver's sql/ where
+// they differ (the ledger's LedgerLock and LedgerWrite among them). Each
 // table of the ledger has one Go row type (rows.go), which every read of
-// the table scans into and the ledger's row sets are written from. What
-// else differs between the databases is behind driver.Driver, with one
-// implementation per database (packages postgres and sqlite).
+// the table's rows scans into (counts by a column aside) and the ledger's
+// row sets are written from. What else differs between the databases is
+// behind driver.Driver, with one implementation per database (packages
+// postgres and sqlite).
 package store

@@ -44,18 +44,8 @@ func (s *Store) Errors(ctx context.Context, f audit.N8NErrorFilter) ([]audit.N8N
 
 // ErrorCounts returns how many errors of each kind are recorded.
 func (s *Store) ErrorCounts(ctx context.Context) (map[string]int, error) {
-	var rows []struct {
-		Kind string `db:"kind"`
-		N    int    `db:"n"`
-	}
-	if err := s.namedSelect(ctx, s.db, &rows, "count errors", s.q.ErrorCount, nil); err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, r := range rows {
-		out[r.Kind] = r.N
-	}
-	return out, nil
+	counts, _, err := s.kindCounts(ctx, s.db, "count errors", s.q.ErrorCount, nil)
+	return counts, err
 }
 
 // ExecutionErrors returns the errors of one execution.

@@ -346,16 +346,13 @@ func (s *Store) Time(t time.Time) any { return s.t(t) }
 // transaction of its own, safe for several instances at once.
 func (s *Store) DetectStale(ctx context.Context) (int, error) {
 	cutoff := s.reviewCutoff()
-	var keys []struct {
-		audit.EventKey
-		Holder string `db:"holder_execution_id"`
-	}
+	var keys []eventRow
 	if err := s.namedSelect(ctx, s.db, &keys, "find stale entries", s.q.EventFindStale, map[string]any{"cutoff": s.t(cutoff)}); err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, k := range keys {
-		a, err := s.alone(ctx, &request{stale: &staleCheck{key: k.EventKey, holder: k.Holder, cutoff: cutoff}})
+		a, err := s.alone(ctx, &request{stale: &staleCheck{key: audit.EventKey{Source: k.Source, EventID: k.EventID}, holder: k.Holder, cutoff: cutoff}})
 		if err != nil {
 			return n, err
 		}

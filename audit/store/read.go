@@ -198,17 +198,8 @@ func (s *Store) historyPage(ctx context.Context, q any, d *audit.EventDetail, p 
 	}
 	slices.Reverse(lines)
 	d.History = lines
-	var counts []struct {
-		Kind string `db:"kind"`
-		N    int    `db:"n"`
-	}
-	if err := s.namedSelect(ctx, q, &counts, "count history", s.q.HistoryCount, arg); err != nil {
+	if d.HistoryCounts, d.HistoryTotal, err = s.kindCounts(ctx, q, "count history", s.q.HistoryCount, arg); err != nil {
 		return err
-	}
-	d.HistoryCounts = map[string]int{}
-	for _, c := range counts {
-		d.HistoryCounts[c.Kind] = c.N
-		d.HistoryTotal += c.N
 	}
 	if d.HistoryCounts[audit.KindNotHolder] == 0 {
 		return nil
@@ -240,7 +231,6 @@ func (s *Store) Lineage(ctx context.Context, id string) (audit.Exec, []audit.Exe
 	for parent := x.RetryOf; parent != "" && !seen[parent] && len(up) < audit.MaxChain; {
 		seen[parent] = true
 		e := audit.Exec{ID: parent, Note: "not seen by the service"}
-		var row executionRow
 		err := s.one(ctx, s.db, &row, "read execution", s.q.ExecutionRead, map[string]any{"execution_id": parent})
 		if err == nil {
 			e = *row.exec()

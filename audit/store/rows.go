@@ -10,9 +10,8 @@ import (
 
 // The rows of the ledger's tables, one Go type a table: the ledger reads
 // them under its locks and writes them from its plan as JSON by name (a
-// batch's row set is one JSON array of objects; a read returns one per
-// table), and every other read of a table scans its columns into the same
-// type, which converts to what audit decides on and the pages show.
+// row set is a JSON array of objects), every other read of a table's rows
+// scans its columns into them, and they convert to audit's types.
 type (
 	eventRow struct {
 		Source          string   `json:"source" db:"source"`

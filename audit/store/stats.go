@@ -82,7 +82,7 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 	}{{&o.Hourly, "read counters", s.q.OverviewHours}, {&o.Daily, "read counters", s.q.OverviewDays},
 		{&o.Groups, "read counters", s.q.OverviewByWorkflow},
 		{&o.InReview, "count review queue", s.q.EventCountInReviewByWorkflow},
-		{&o.Review, "read review queue", s.q.OverviewInReview}, {&o.Resolutions, "read resolutions", s.q.ResolutionRead},
+		{&o.Resolutions, "read resolutions", s.q.ResolutionRead},
 		{&o.Alerts, "count alerts", s.q.OutboxCountAlertsByKind}} {
 		if err := s.namedSelect(ctx, q, r.dest, r.op, r.query, arg); err != nil {
 			return o, err
@@ -91,7 +91,12 @@ func (s *Store) Overview(ctx context.Context, f audit.StatsFilter) (audit.Overvi
 	for _, c := range o.InReview {
 		o.ReviewTotal += c.N
 	}
-	return o, nil
+	var err error
+	o.Review, err = selectAs(ctx, s, q, "read review queue", s.q.OverviewInReview, arg, func(r eventRow) audit.ReviewAge {
+		return audit.ReviewAge{EventKey: audit.EventKey{Source: r.Source, EventID: r.EventID}, Reason: r.Review,
+			Since: r.UpdatedAt.Time}
+	})
+	return o, err
 }
 
 // CompactStats merges the shards of past hours into one row and folds the

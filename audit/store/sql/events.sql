@@ -56,5 +56,5 @@ DELETE FROM webhook_events WHERE source = :source AND event_id = :event_id
 SELECT {{event_columns}} FROM webhook_events WHERE source = :source AND event_id = :event_id
 
 -- name: ItemList
-SELECT source, event_id, item, status, holder_execution_id, crm_ref, review_reason, created_at, updated_at, version, resolved_by
-  FROM event_items WHERE source = :source AND event_id = :event_id ORDER BY item
+SELECT source, event_id, item, status, holder_execution_id, crm_ref, review_reason, review_since, created_at,
+  updated_at, version, resolved_by FROM event_items WHERE source = :source AND event_id = :event_id ORDER BY item
