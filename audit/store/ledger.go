@@ -352,7 +352,8 @@ func (s *Store) DetectStale(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, k := range keys {
-		a, err := s.alone(ctx, &request{stale: &staleCheck{key: audit.EventKey{Source: k.Source, EventID: k.EventID}, holder: k.Holder, cutoff: cutoff}})
+		key := audit.EventKey{Source: k.Source, EventID: k.EventID}
+		a, err := s.alone(ctx, &request{stale: &staleCheck{key: key, holder: k.Holder, cutoff: cutoff}})
 		if err != nil {
 			return n, err
 		}
