@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -121,11 +122,19 @@ func TestCredentialCorpusThroughEveryRoute(t *testing.T) {
 		rows := dumpRows(t, s)
 
 		readable := 0
+		// A clock time's fraction of a second is no secret, and a
+		// six-digit one-time code turns up in one now and then (CI, 11:34
+		// UTC): the fractions are dropped before the search.
+		noFractions := regexp.MustCompile(`(\d\d:\d\d:\d\d)[.,]\d+`).ReplaceAllString
 		for _, sh := range shapes {
-			for where, text := range map[string]string{"an answer, API read or page": reads.String(), "a row": rows} {
+			for where, text := range map[string]string{"an answer, API read or page": noFractions(reads.String(), "$1"),
+				"a row": noFractions(rows, "$1")} {
 				if secret := sh.Readable(text); secret != "" {
 					readable++
-					at := strings.Index(text, secret[:len(secret)/2])
+					at := strings.Index(text, secret)
+					if at < 0 {
+						at = strings.Index(text, secret[:len(secret)/2])
+					}
 					t.Errorf("%s: %q readable in %s: …%s…", sh.Name, secret, where,
 						text[max(0, at-80):min(len(text), at+len(secret)+40)])
 				}
